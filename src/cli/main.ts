@@ -1,0 +1,73 @@
+import { parseArgs } from 'node:util'
+import { ConfigError } from '../config/config.js'
+import { EnvironmentError, readEnvironment } from '../config/env.js'
+import { migrateLedger } from '../db/migrate.js'
+import { createLogger } from '../logger.js'
+import { type Role, startService } from '../service/service.js'
+
+const USAGE = `usage:
+  hookledger serve [--role all|api|worker] [--config PATH]   run the receiver and/or the worker
+  hookledger migrate                                          apply pending ledger migrations, then exit
+
+environment: DATABASE_URL, REDIS_URL, PORT (3000), HOST (0.0.0.0),
+             HOOKLEDGER_CONFIG (./hookledger.config.json), LOG_LEVEL (info)`
+
+const ROLES: readonly Role[] = ['all', 'api', 'worker']
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv
+  if (command === undefined || command === '--help' || command === 'help') {
+    process.stdout.write(`${USAGE}\n`)
+    return command === undefined ? 2 : 0
+  }
+  if (command === 'serve') {
+    const { values } = parseArgs({
+      args: rest,
+      options: { role: { type: 'string', default: 'all' }, config: { type: 'string' } },
+      strict: true,
+    })
+    const role = values.role as Role
+    if (!ROLES.includes(role)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}`)
+    const env = readEnvironment({
+      ...process.env,
+      ...(values.config === undefined ? {} : { HOOKLEDGER_CONFIG: values.config }),
+    })
+    const logger = createLogger(env.LOG_LEVEL)
+    const service = await startService({ env, role, logger })
+    await new Promise<void>((resolve) => {
+      const stop = (signal: string) => {
+        logger.info({ signal }, 'shutting down')
+        resolve()
+      }
+      process.once('SIGTERM', stop)
+      process.once('SIGINT', stop)
+    })
+    await service.close()
+    return 0
+  }
+  if (command === 'migrate') {
+    parseArgs({ args: rest, options: {}, strict: true })
+    const env = readEnvironment(process.env)
+    await migrateLedger(env.DATABASE_URL, createLogger(env.LOG_LEVEL))
+    return 0
+  }
+  throw new UsageError(`unknown command '${command}'`)
+}
+
+class UsageError extends Error {}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    if (error instanceof UsageError || (error instanceof TypeError && 'code' in error)) {
+      process.stderr.write(`hookledger: ${error.message}\n\n${USAGE}\n`)
+      process.exit(2)
+    }
+    if (error instanceof EnvironmentError || error instanceof ConfigError) {
+      process.stderr.write(`hookledger: ${error.message}\n`)
+      process.exit(1)
+    }
+    process.stderr.write(`hookledger: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`)
+    process.exit(1)
+  },
+)

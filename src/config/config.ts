@@ -1,0 +1,153 @@
+import { readFile } from 'node:fs/promises'
+import { z } from 'zod'
+import { ConfigError, createVerifier, type Verifier, verifyConfigSchema } from '../inbound/verifiers/index.js'
+
+const SOURCE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
+
+const forwardHandlerSchema = z.object({
+  type: z.literal('forward'),
+  url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }),
+  timeoutMs: z.number().int().min(100).max(120_000).default(10_000),
+})
+
+export const handlerConfigSchema = z.discriminatedUnion('type', [forwardHandlerSchema])
+export type HandlerConfig = z.infer<typeof handlerConfigSchema>
+
+const sourceSchema = z.object({
+  id: z.string().regex(SOURCE_ID, 'must be 1-63 lower-case letters, digits, "-" or "_"'),
+  verify: verifyConfigSchema,
+  /** Absent when the handler is registered in code (`handlers: { [id]: fn }`). */
+  handler: handlerConfigSchema.optional(),
+  bodyLimitBytes: z.number().int().min(1).max(64 * 1024 * 1024).optional(),
+})
+
+export const configFileSchema = z.object({
+  sources: z.array(sourceSchema),
+  server: z.object({ bodyLimitBytes: z.number().int().min(1).max(64 * 1024 * 1024).default(1024 * 1024) }).prefault({}),
+  worker: z
+    .object({
+      concurrency: z.number().int().min(1).max(256).default(8),
+      maxAttempts: z.number().int().min(1).max(100).default(8),
+      backoffBaseMs: z.number().int().min(1).default(1000),
+      backoffMaxMs: z.number().int().min(1).default(60 * 60 * 1000),
+      /** An attempt that runs longer is aborted and its transaction rolled back. */
+      handlerTimeoutMs: z.number().int().min(100).default(30_000),
+      /** How long a crashed worker's row stays locked out before another worker takes it over. */
+      leaseMs: z.number().int().min(1000).default(60_000),
+      /** How often BullMQ looks for jobs whose worker died (and hands them to another). */
+      stalledIntervalMs: z.number().int().min(500).default(30_000),
+    })
+    .refine((worker) => worker.leaseMs > worker.handlerTimeoutMs, {
+      message: 'leaseMs must be longer than handlerTimeoutMs',
+      path: ['leaseMs'],
+    })
+    .prefault({}),
+  relay: z
+    .object({
+      intervalMs: z.number().int().min(50).default(1000),
+      /** A committed row with no job this long after it arrived is handed to the queue by the relay. */
+      graceMs: z.number().int().min(0).default(2000),
+      /** A row whose job has been silent this long is checked against Redis and re-enqueued if lost. */
+      orphanAfterMs: z.number().int().min(1000).default(60_000),
+    })
+    .prefault({}),
+  queue: z
+    .object({
+      /** Defaults to one derived from the database's deployment id, so deployments never share jobs. */
+      prefix: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/).optional(),
+    })
+    .prefault({}),
+})
+
+export type ConfigFile = z.infer<typeof configFileSchema>
+export type SourceConfig = z.infer<typeof sourceSchema>
+
+/** A source ready to receive: its settings plus a verifier whose secrets were checked at start-up. */
+export interface Source {
+  config: SourceConfig
+  verifier: Verifier
+  bodyLimitBytes: number
+}
+
+export interface Config {
+  file: ConfigFile
+  sources: ReadonlyMap<string, Source>
+}
+
+/**
+ * Validates a parsed config file and builds its verifiers. Every problem names the source and the
+ * field; secrets named as `env:NAME` are resolved through `lookup`, so none needs to be in the file.
+ */
+export function buildConfig(input: unknown, lookup: (name: string) => string | undefined): Config {
+  const parsed = configFileSchema.safeParse(input)
+  if (!parsed.success) {
+    throw new ConfigError(
+      `invalid config:\n${parsed.error.issues.map((issue) => `  - ${describePath(input, issue.path)}: ${issue.message}`).join('\n')}`,
+    )
+  }
+  const problems: string[] = []
+  const sources = new Map<string, Source>()
+  for (const source of parsed.data.sources) {
+    const where = `source '${source.id}'`
+    if (sources.has(source.id)) {
+      problems.push(`${where}: id is used by another source`)
+      continue
+    }
+    const resolveSecret = (reference: string, field: string): string => {
+      if (!reference.startsWith('env:')) return reference
+      const name = reference.slice('env:'.length)
+      const value = lookup(name)
+      if (value === undefined) throw new ConfigError(`${field}: environment variable ${name} is not set`)
+      return value
+    }
+    try {
+      const verifier = createVerifier(source.verify, { sourceId: source.id, resolveSecret })
+      sources.set(source.id, {
+        config: source,
+        verifier,
+        bodyLimitBytes: source.bodyLimitBytes ?? parsed.data.server.bodyLimitBytes,
+      })
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error
+      problems.push(`${where}: ${error.message}`)
+    }
+  }
+  if (problems.length > 0) {
+    throw new ConfigError(`invalid config:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
+  }
+  return { file: parsed.data, sources }
+}
+
+/** Reads and validates the config file at `path`. */
+export async function loadConfig(path: string, lookup: (name: string) => string | undefined): Promise<Config> {
+  let text: string
+  try {
+    text = await readFile(path, 'utf8')
+  } catch (error) {
+    throw new ConfigError(`cannot read config file ${path}: ${(error as NodeJS.ErrnoException).code ?? error}`)
+  }
+  let input: unknown
+  try {
+    input = JSON.parse(text)
+  } catch (error) {
+    throw new ConfigError(`config file ${path} is not valid JSON: ${(error as Error).message}`)
+  }
+  return buildConfig(input, lookup)
+}
+
+/** `sources[2].verify.secrets` → `source 'acme': verify.secrets`, so an error points at a source by name. */
+function describePath(input: unknown, path: PropertyKey[]): string {
+  if (path[0] === 'sources' && typeof path[1] === 'number') {
+    const entry = (input as { sources?: unknown[] }).sources?.[path[1]]
+    const id = typeof entry === 'object' && entry !== null && 'id' in entry ? String(entry.id) : `#${path[1]}`
+    const rest = formatPath(path.slice(2))
+    return rest === '' ? `source '${id}'` : `source '${id}': ${rest}`
+  }
+  return formatPath(path) || '(root)'
+}
+
+function formatPath(path: PropertyKey[]): string {
+  return path.map((part, i) => (typeof part === 'number' ? `[${part}]` : i === 0 ? String(part) : `.${String(part)}`)).join('')
+}
+
+export { ConfigError }

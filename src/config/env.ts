@@ -1,0 +1,44 @@
+import { z } from 'zod'
+
+/**
+ * The only reader of the process environment. Everything else receives the parsed result, so tests
+ * can pass their own values and no module depends on global state.
+ */
+function required(invalid: string) {
+  return (issue: { input?: unknown }) => (issue.input === undefined ? 'is required' : invalid)
+}
+
+const environmentSchema = z.object({
+  DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/, error: required('must be a postgres:// URL') }),
+  REDIS_URL: z.url({ protocol: /^rediss?$/, error: required('must be a redis:// or rediss:// URL') }),
+  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  HOOKLEDGER_CONFIG: z.string().min(1).default('./hookledger.config.json'),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Test-only: the name of a failpoint at which the process kills itself (see src/failpoints.ts). */
+  HOOKLEDGER_FAILPOINT: z.string().min(1).optional(),
+})
+
+export type Environment = z.infer<typeof environmentSchema> & {
+  /** Looks up a variable named by the config file (`env:NAME` secrets). */
+  lookup: (name: string) => string | undefined
+}
+
+export class EnvironmentError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid environment:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
+    this.name = 'EnvironmentError'
+  }
+}
+
+/** Parses the environment once; an empty string counts as unset. Throws naming every bad variable. */
+export function readEnvironment(source: Record<string, string | undefined>): Environment {
+  const present = Object.fromEntries(Object.entries(source).filter(([, value]) => value !== ''))
+  const parsed = environmentSchema.safeParse(present)
+  if (!parsed.success) {
+    throw new EnvironmentError(
+      parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`),
+    )
+  }
+  return { ...parsed.data, lookup: (name) => (source[name] === '' ? undefined : source[name]) }
+}

@@ -1,0 +1,71 @@
+import { fileURLToPath } from 'node:url'
+import { sql } from 'drizzle-orm'
+import { drizzle } from 'drizzle-orm/postgres-js'
+import { migrate } from 'drizzle-orm/postgres-js/migrator'
+import postgres from 'postgres'
+import type { Logger } from '../logger.js'
+import { postgresErrorCode } from './client.js'
+
+/** Resolved from this file, not the cwd: the CLI may run from any directory. */
+export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../migrations', import.meta.url))
+
+// Any constant works as long as every hookledger process uses the same one.
+const MIGRATION_LOCK = 727_274_001
+
+/**
+ * Applies pending migrations. drizzle's migrator takes no lock, so replicas that start together
+ * serialise on a Postgres advisory lock held by one dedicated connection.
+ */
+export async function migrateLedger(url: string, logger: Logger): Promise<void> {
+  await ensureDatabaseExists(url, logger)
+  const connection = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 10 })
+  try {
+    const db = drizzle({ client: connection })
+    await db.execute(sql`select pg_advisory_lock(${MIGRATION_LOCK})`)
+    try {
+      await migrate(db, { migrationsFolder: MIGRATIONS_FOLDER })
+    } finally {
+      await db.execute(sql`select pg_advisory_unlock(${MIGRATION_LOCK})`)
+    }
+    logger.info('ledger migrations applied')
+  } finally {
+    await connection.end({ timeout: 5 })
+  }
+}
+
+/**
+ * Creates the database named in the URL when the server has none by that name, so a fresh machine
+ * needs no manual `createdb`. Any other connection problem is left for the caller to report.
+ */
+async function ensureDatabaseExists(url: string, logger: Logger): Promise<void> {
+  const probe = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 10 })
+  try {
+    await probe`select 1`
+    return
+  } catch (error) {
+    if (postgresErrorCode(error) !== '3D000') throw error
+  } finally {
+    await probe.end({ timeout: 5 })
+  }
+  const target = new URL(url)
+  const name = decodeURIComponent(target.pathname.slice(1))
+  target.pathname = '/postgres'
+  const admin = postgres(target.toString(), { max: 1, onnotice: () => {}, connect_timeout: 10 })
+  try {
+    await admin.unsafe(`create database "${name.replaceAll('"', '""')}"`)
+    logger.warn({ database: name }, 'created the ledger database, which did not exist')
+  } catch (error) {
+    // Another replica created it between our probe and this statement.
+    if (postgresErrorCode(error) !== '42P04') throw error
+  } finally {
+    await admin.end({ timeout: 5 })
+  }
+}
+
+/** The deployment id made by the first migration; it names this deployment's queues in Redis. */
+export async function readDeploymentId(db: { execute: (query: ReturnType<typeof sql>) => Promise<unknown> }) {
+  const rows = (await db.execute(sql`select id from deployment order by created_at limit 1`)) as Array<{ id: string }>
+  const id = rows[0]?.id
+  if (id === undefined) throw new Error('the ledger has no deployment row: run `hookledger migrate`')
+  return id
+}

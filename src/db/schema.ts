@@ -1,0 +1,97 @@
+import { sql } from 'drizzle-orm'
+import {
+  bigserial,
+  customType,
+  index,
+  integer,
+  jsonb,
+  pgEnum,
+  pgTable,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from 'drizzle-orm/pg-core'
+
+const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => 'bytea' })
+
+const timestamptz = (name: string) => timestamp(name, { withTimezone: true, precision: 3, mode: 'date' })
+
+/** One row per database. Its id names the deployment's queues, so deployments sharing a Redis never meet. */
+export const deployment = pgTable('deployment', {
+  id: uuid('id').primaryKey().defaultRandom(),
+  createdAt: timestamptz('created_at').notNull().defaultNow(),
+})
+
+export const eventStatus = pgEnum('event_status', ['pending', 'processing', 'done', 'failed'])
+export type EventStatus = (typeof eventStatus.enumValues)[number]
+
+export const inboundEvents = pgTable(
+  'inbound_events',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    source: text('source').notNull(),
+    eventId: text('event_id').notNull(),
+    eventType: text('event_type'),
+    /** sha256 of the raw body, hex: tells a retry (same hash) from a conflicting reuse of the id. */
+    payloadHash: text('payload_hash').notNull(),
+    /** The exact bytes received, so an event can be re-verified, inspected and replayed. */
+    body: bytea('body').notNull(),
+    headers: jsonb('headers').$type<Record<string, string>>().notNull(),
+    status: eventStatus('status').notNull().default('pending'),
+    attempts: integer('attempts').notNull().default(0),
+    lastError: text('last_error'),
+    receivedAt: timestamptz('received_at').notNull().defaultNow(),
+    /** Set once a job for the row is known to be in the queue; the relay looks for rows without it. */
+    enqueuedAt: timestamptz('enqueued_at'),
+    nextAttemptAt: timestamptz('next_attempt_at'),
+    processedAt: timestamptz('processed_at'),
+    leaseToken: uuid('lease_token'),
+    leaseUntil: timestamptz('lease_until'),
+    updatedAt: timestamptz('updated_at').notNull().defaultNow(),
+  },
+  (t) => [
+    // The claim: concurrent deliveries of one event race on this index, never on a prior SELECT.
+    uniqueIndex('inbound_events_source_event_id_uq').on(t.source, t.eventId),
+    index('inbound_events_status_received_idx').on(t.status, t.receivedAt),
+    index('inbound_events_unqueued_idx')
+      .on(t.receivedAt)
+      .where(sql`${t.enqueuedAt} is null and ${t.status} = 'pending'`),
+  ],
+)
+
+/** One row per handler run: what happened, and what the destination answered. */
+export const eventAttempts = pgTable(
+  'event_attempts',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    eventRowId: uuid('event_row_id')
+      .notNull()
+      .references(() => inboundEvents.id, { onDelete: 'cascade' }),
+    attempt: integer('attempt').notNull(),
+    outcome: text('outcome', { enum: ['done', 'error'] }).notNull(),
+    error: text('error'),
+    responseStatus: integer('response_status'),
+    responseExcerpt: text('response_excerpt'),
+    startedAt: timestamptz('started_at').notNull(),
+    finishedAt: timestamptz('finished_at').notNull().defaultNow(),
+  },
+  (t) => [index('event_attempts_event_idx').on(t.eventRowId, t.attempt)],
+)
+
+/**
+ * Deliveries that reused an event id with a different body. The original row stays untouched; these
+ * rows are the evidence (a provider bug or tampering) and the count.
+ */
+export const inboundConflicts = pgTable(
+  'inbound_conflicts',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    source: text('source').notNull(),
+    eventId: text('event_id').notNull(),
+    payloadHash: text('payload_hash').notNull(),
+    originalPayloadHash: text('original_payload_hash').notNull(),
+    receivedAt: timestamptz('received_at').notNull().defaultNow(),
+  },
+  (t) => [index('inbound_conflicts_source_event_idx').on(t.source, t.eventId)],
+)

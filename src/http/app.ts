@@ -1,0 +1,27 @@
+import { Hono } from 'hono'
+import type { Config } from '../config/config.js'
+import type { Database } from '../db/client.js'
+import type { Failpoints } from '../failpoints.js'
+import type { Logger } from '../logger.js'
+import type { Enqueuer } from '../queue/enqueuer.js'
+import { errorBody, handleError } from './errors.js'
+import { healthRoutes, type ReadinessCheck } from './routes/health.js'
+import { webhookRoutes } from './routes/webhooks.js'
+
+export interface AppDependencies {
+  config: Config
+  db: Database
+  enqueuer: Enqueuer
+  logger: Logger
+  failpoints: Failpoints
+  readiness: readonly ReadinessCheck[]
+}
+
+/** The HTTP app, built from its dependencies only, so tests pass a real database and their own queue. */
+export function createApp(deps: AppDependencies) {
+  return new Hono()
+    .route('/', healthRoutes(deps.readiness))
+    .route('/webhooks', webhookRoutes(deps))
+    .notFound((c) => c.json(errorBody('not_found', `no route for ${c.req.method} ${c.req.path}`), 404))
+    .onError(handleError(deps.logger))
+}

@@ -1,0 +1,42 @@
+import type { Context } from 'hono'
+import { HTTPException } from 'hono/http-exception'
+import type { ContentfulStatusCode } from 'hono/utils/http-status'
+import type { Logger } from '../logger.js'
+
+/** The one error type the HTTP edge raises; the one handler below writes it as `{error:{code,message}}`. */
+export class ApiError extends Error {
+  readonly headers: Record<string, string>
+
+  constructor(
+    readonly status: ContentfulStatusCode,
+    readonly code: string,
+    message: string,
+    options: { headers?: Record<string, string>; cause?: unknown } = {},
+  ) {
+    super(message, { cause: options.cause })
+    this.headers = options.headers ?? {}
+    this.name = 'ApiError'
+  }
+}
+
+export function errorBody(code: string, message: string) {
+  return { error: { code, message } }
+}
+
+/** Maps every thrown error to the contract's shape; only 5xx are logged, with their stack. */
+export function handleError(logger: Logger) {
+  return (error: Error, c: Context) => {
+    if (error instanceof ApiError) {
+      if (error.status >= 500) logger.error({ err: error.cause ?? error, path: c.req.path }, error.message)
+      return c.json(errorBody(error.code, error.message), error.status, error.headers)
+    }
+    if (error instanceof HTTPException && error.status === 413) {
+      return c.json(errorBody('payload_too_large', 'the body is larger than this source accepts'), 413)
+    }
+    if (error instanceof HTTPException && error.status < 500) {
+      return c.json(errorBody('bad_request', error.message || 'bad request'), error.status as ContentfulStatusCode)
+    }
+    logger.error({ err: error, path: c.req.path }, 'unhandled error')
+    return c.json(errorBody('internal_error', 'internal error'), 500)
+  }
+}

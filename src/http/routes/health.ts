@@ -1,0 +1,38 @@
+import { Hono } from 'hono'
+
+export interface ReadinessCheck {
+  name: string
+  check: () => Promise<unknown>
+}
+
+const CHECK_TIMEOUT_MS = 2000
+
+/** `/healthz`: the process answers. `/readyz`: its stores answer too, so a balancer can route to it. */
+export function healthRoutes(checks: readonly ReadinessCheck[]) {
+  return new Hono()
+    .get('/healthz', (c) => c.json({ status: 'ok' }))
+    .get('/readyz', async (c) => {
+      const results = await Promise.all(
+        checks.map(async ({ name, check }) => {
+          try {
+            await withDeadline(check(), CHECK_TIMEOUT_MS)
+            return [name, 'ok'] as const
+          } catch (error) {
+            return [name, error instanceof Error ? error.message : String(error)] as const
+          }
+        }),
+      )
+      const ready = results.every(([, result]) => result === 'ok')
+      return c.json({ status: ready ? 'ready' : 'unavailable', checks: Object.fromEntries(results) }, ready ? 200 : 503)
+    })
+}
+
+function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)
+    }),
+  ]).finally(() => clearTimeout(timer))
+}

@@ -1,0 +1,87 @@
+import { Hono, type MiddlewareHandler } from 'hono'
+import { bodyLimit } from 'hono/body-limit'
+import type { Config, Source } from '../../config/config.js'
+import type { Database } from '../../db/client.js'
+import type { Failpoints } from '../../failpoints.js'
+import { type ReceiveOutcome, receiveDelivery } from '../../inbound/receive.js'
+import type { RejectionCode } from '../../inbound/verifiers/index.js'
+import type { Logger } from '../../logger.js'
+import type { Enqueuer } from '../../queue/enqueuer.js'
+import { ApiError } from '../errors.js'
+
+export interface WebhookRouteDependencies {
+  config: Config
+  db: Database
+  enqueuer: Enqueuer
+  failpoints: Failpoints
+  logger: Logger
+}
+
+type Variables = { source: Source }
+
+const REJECTION_STATUS: Record<RejectionCode, 400 | 401> = {
+  missing_signature_headers: 400,
+  malformed_signature_header: 400,
+  missing_event_id: 400,
+  invalid_event_id: 400,
+  invalid_json: 400,
+  invalid_signature: 401,
+  timestamp_out_of_tolerance: 401,
+}
+
+export function webhookRoutes(deps: WebhookRouteDependencies) {
+  const limits = new Map<string, MiddlewareHandler>()
+  for (const [id, source] of deps.config.sources) {
+    limits.set(id, bodyLimit({ maxSize: source.bodyLimitBytes }))
+  }
+
+  const resolveSource: MiddlewareHandler<{ Variables: Variables }> = async (c, next) => {
+    const id = c.req.param('source') ?? ''
+    const source = deps.config.sources.get(id)
+    if (source === undefined) throw new ApiError(404, 'unknown_source', `no source named '${id}' is configured`)
+    c.set('source', source)
+    const limit = limits.get(id)
+    return limit === undefined ? next() : limit(c, next)
+  }
+
+  return new Hono<{ Variables: Variables }>().post('/:source', resolveSource, async (c) => {
+    const source = c.get('source')
+    const raw = Buffer.from(await c.req.arrayBuffer())
+    const outcome = await receiveDelivery(deps, source, raw, c.req.header())
+    const log = deps.logger.child({ source: source.config.id })
+    switch (outcome.kind) {
+      case 'accepted':
+        // After the commit, never before it; the response does not wait for Redis (the relay
+        // covers an enqueue that fails or never happens).
+        deps.enqueuer.enqueue(outcome.id)
+        return c.json({ status: 'accepted', id: outcome.id }, 200)
+      case 'duplicate':
+        return c.json({ status: 'duplicate', id: outcome.id }, 200)
+      case 'handshake':
+        return c.json(outcome.body as object, 200)
+      case 'conflict':
+        log.warn({ eventId: outcome.eventId, id: outcome.id }, 'event id reused with a different payload')
+        throw new ApiError(
+          409,
+          'event_id_conflict',
+          `event '${outcome.eventId}' was already received with a different payload; the original is kept`,
+        )
+      case 'rejected':
+        log.info({ code: outcome.code }, 'delivery rejected')
+        throw new ApiError(REJECTION_STATUS[outcome.code], outcome.code, outcome.message)
+      case 'ledger_unavailable':
+        throw new ApiError(503, 'ledger_unavailable', 'the event ledger is unreachable; retry later', {
+          headers: { 'Retry-After': '5' },
+          cause: outcome.cause,
+        })
+      default:
+        return assertNever(outcome)
+    }
+  })
+}
+
+function assertNever(value: never): never {
+  throw new Error(`unexpected outcome ${JSON.stringify(value)}`)
+}
+
+export type { ReceiveOutcome }

@@ -1,0 +1,65 @@
+import { createHash } from 'node:crypto'
+import type { Source } from '../config/config.js'
+import { isLedgerUnavailable } from '../db/client.js'
+import type { Database } from '../db/client.js'
+import { claimEvent } from '../db/events.js'
+import type { Failpoints } from '../failpoints.js'
+import type { RejectionCode } from './verifiers/index.js'
+
+export type ReceiveOutcome =
+  | { kind: 'accepted'; id: string }
+  | { kind: 'duplicate'; id: string }
+  | { kind: 'conflict'; id: string; eventId: string }
+  | { kind: 'rejected'; code: RejectionCode; message: string }
+  | { kind: 'handshake'; body: unknown }
+  | { kind: 'ledger_unavailable'; cause: unknown }
+
+export interface ReceiveDependencies {
+  db: Database
+  failpoints: Failpoints
+  now?: () => number
+}
+
+/**
+ * Verify, then claim. Nothing reaches the ledger before the signature and timestamp check out, and
+ * `accepted`/`duplicate` are returned only once the row is committed: a provider stops retrying on
+ * a 2xx, so an answer given before the commit could lose the event.
+ */
+export async function receiveDelivery(
+  deps: ReceiveDependencies,
+  source: Source,
+  raw: Buffer,
+  headers: Record<string, string>,
+): Promise<ReceiveOutcome> {
+  const verification = source.verifier.verify({ raw, headers, now: (deps.now ?? Date.now)() })
+  if (verification.kind !== 'verified') return verification
+  const event = {
+    source: source.config.id,
+    eventId: verification.eventId,
+    eventType: verification.eventType,
+    payloadHash: createHash('sha256').update(raw).digest('hex'),
+    body: raw,
+    headers: { ...pickHeaders(headers), ...verification.keptHeaders },
+  }
+  try {
+    deps.failpoints.hit('receive.before_commit')
+    const claim = await claimEvent(deps.db, event)
+    deps.failpoints.hit('receive.after_commit')
+    return claim.kind === 'conflict' ? { ...claim, eventId: event.eventId } : claim
+  } catch (error) {
+    if (isLedgerUnavailable(error)) return { kind: 'ledger_unavailable', cause: error }
+    throw error
+  }
+}
+
+/** Headers kept beside the signature ones: enough to replay the delivery with its original meaning. */
+const GENERAL_HEADERS = ['content-type', 'user-agent'] as const
+
+function pickHeaders(headers: Record<string, string>): Record<string, string> {
+  const kept: Record<string, string> = {}
+  for (const name of GENERAL_HEADERS) {
+    const value = headers[name]
+    if (value !== undefined) kept[name] = value
+  }
+  return kept
+}

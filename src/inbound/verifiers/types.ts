@@ -1,0 +1,59 @@
+import type { z } from 'zod'
+
+/** What a verifier sees of one delivery: the exact bytes and the lower-cased headers. */
+export interface Delivery {
+  raw: Uint8Array
+  headers: Readonly<Record<string, string>>
+  /** Milliseconds since the epoch; injected so tolerance checks are testable. */
+  now: number
+}
+
+/** The reasons a delivery is turned away before anything touches the ledger. */
+export type RejectionCode =
+  | 'missing_signature_headers'
+  | 'malformed_signature_header'
+  | 'invalid_signature'
+  | 'timestamp_out_of_tolerance'
+  | 'missing_event_id'
+  | 'invalid_event_id'
+  | 'invalid_json'
+
+export type Verification =
+  | {
+      kind: 'verified'
+      /** The provider's id for this event: the ledger's dedup key, never empty. */
+      eventId: string
+      eventType: string | null
+      /** The parsed body, or the raw text for bodies that are not JSON. */
+      event: unknown
+      /** The headers worth keeping on the row (signature, id and provider metadata). */
+      keptHeaders: Record<string, string>
+    }
+  /** A provider handshake (Slack's url_verification): answered directly, never recorded. */
+  | { kind: 'handshake'; body: unknown }
+  | { kind: 'rejected'; code: RejectionCode; message: string }
+
+export interface Verifier {
+  verify(delivery: Delivery): Verification
+}
+
+/** Resolves a secret reference from the config file (`env:NAME` or a literal). */
+export type SecretResolver = (reference: string, field: string) => string
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message)
+    this.name = 'ConfigError'
+  }
+}
+
+/** One signature scheme: its config schema and a factory that validates secrets at start-up. */
+export interface Scheme<Name extends string, Schema extends z.ZodType> {
+  name: Name
+  configSchema: Schema
+  create(config: z.infer<Schema>, context: { sourceId: string; resolveSecret: SecretResolver }): Verifier
+}
+
+export function reject(code: RejectionCode, message: string): Verification {
+  return { kind: 'rejected', code, message }
+}

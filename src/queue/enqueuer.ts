@@ -1,0 +1,65 @@
+import type { Queue } from 'bullmq'
+import type { Database } from '../db/client.js'
+import { markEnqueued } from '../db/events.js'
+import type { Failpoints } from '../failpoints.js'
+import type { Logger } from '../logger.js'
+import { PROCESS_EVENT, type ProcessEventData, processEventJobId } from './jobs.js'
+
+/** Adds jobs for committed rows. Used by the HTTP path (after the response) and by the relay. */
+export interface Enqueuer {
+  /** Fire and forget: batches the rows of concurrent requests into one `addBulk`; never throws. */
+  enqueue(eventRowId: string): void
+  /** Adds jobs now; throws when Redis does not take them (the relay tries again on its next tick). */
+  add(eventRowIds: readonly string[]): Promise<void>
+  /** Waits for adds already under way (shutdown). */
+  drain(): Promise<void>
+}
+
+export function createEnqueuer(deps: {
+  queue: Queue<ProcessEventData>
+  db: Database
+  logger: Logger
+  failpoints: Failpoints
+}): Enqueuer {
+  let batch: string[] = []
+  const inFlight = new Set<Promise<void>>()
+
+  const add = async (ids: readonly string[]) => {
+    if (ids.length === 0) return
+    await deps.queue.addBulk(
+      ids.map((eventRowId) => ({
+        name: PROCESS_EVENT,
+        data: { eventRowId },
+        opts: { jobId: processEventJobId(eventRowId) },
+      })),
+    )
+    await markEnqueued(deps.db, ids)
+  }
+
+  const flush = () => {
+    const ids = batch
+    batch = []
+    if (deps.failpoints.isArmed('receive.before_enqueue')) {
+      // Crash test: die once the response is surely written, with the job never added.
+      setTimeout(() => deps.failpoints.hit('receive.before_enqueue'), 200)
+      return
+    }
+    const done = add(ids)
+      .catch((error: unknown) => {
+        deps.logger.warn({ err: error, count: ids.length }, 'enqueue failed; the relay will enqueue these rows')
+      })
+      .finally(() => inFlight.delete(done))
+    inFlight.add(done)
+  }
+
+  return {
+    enqueue(eventRowId) {
+      batch.push(eventRowId)
+      if (batch.length === 1) setImmediate(flush)
+    },
+    add,
+    async drain() {
+      await Promise.all(inFlight)
+    },
+  }
+}

@@ -1,0 +1,34 @@
+import type { JobsOptions } from 'bullmq'
+import { z } from 'zod'
+
+/**
+ * The job catalog. A job carries only the ledger row's id: job data sits in Redis in clear text, and
+ * the row (raw body, headers) stays in Postgres, the source of truth.
+ */
+export const INBOUND_QUEUE = 'inbound-events'
+export const PROCESS_EVENT = 'process-event'
+
+export const processEventData = z.object({ eventRowId: z.uuid() })
+export type ProcessEventData = z.infer<typeof processEventData>
+
+/**
+ * One live job per row: BullMQ ignores an add whose id exists, so the api, the relay and replays can
+ * all enqueue the same row safely. `evt-<uuid>` has no ':' and is never all digits (both rejected).
+ */
+export function processEventJobId(eventRowId: string): string {
+  return `evt-${eventRowId}`
+}
+
+export const processEventJobOptions: JobsOptions = {
+  // These attempts cover infrastructure errors (Postgres down while taking the lease); handler
+  // attempts and their backoff are counted on the row, where they survive a lost Redis.
+  attempts: 5,
+  backoff: { type: 'exponential', delay: 1000 },
+  removeOnComplete: { age: 24 * 3600, count: 10_000 },
+  removeOnFail: { age: 7 * 24 * 3600 },
+}
+
+/** The queue prefix of a deployment: its own, so deployments sharing one Redis never see each other's jobs. */
+export function deploymentQueuePrefix(deploymentId: string): string {
+  return `hookledger-${deploymentId}`
+}

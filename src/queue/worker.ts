@@ -1,0 +1,144 @@
+import { randomUUID } from 'node:crypto'
+import { DelayedError, type Job, Worker } from 'bullmq'
+import type { Redis } from 'ioredis'
+import type { ConfigFile } from '../config/config.js'
+import type { Database } from '../db/client.js'
+import { leaseEvent, lockLeasedEvent, markAttemptFailed, markDone } from '../db/events.js'
+import type { Failpoints } from '../failpoints.js'
+import { HandlerError, type HandlerResult, type EventHandler } from '../handlers/types.js'
+import type { Logger } from '../logger.js'
+import { INBOUND_QUEUE, type ProcessEventData, processEventData } from './jobs.js'
+
+export interface WorkerDependencies {
+  connection: Redis
+  prefix: string
+  db: Database
+  handlers: ReadonlyMap<string, EventHandler>
+  settings: ConfigFile['worker']
+  logger: Logger
+  failpoints: Failpoints
+}
+
+class LeaseLostError extends Error {}
+class HandlerTimeoutError extends Error {}
+
+/**
+ * PENDING → PROCESSING → DONE, or back to PENDING with a backoff, or FAILED once the attempts are
+ * used up. The row decides, not the job: a redelivered or stalled job finds the row done, or leased
+ * and locked by the worker still running it, and never runs the handler a second time at once.
+ */
+export function startWorker(deps: WorkerDependencies): Worker<ProcessEventData> {
+  const { settings } = deps
+  const worker = new Worker<ProcessEventData>(
+    INBOUND_QUEUE,
+    async (job, token) => processEvent(deps, job, token),
+    {
+      connection: deps.connection,
+      prefix: deps.prefix,
+      concurrency: settings.concurrency,
+      stalledInterval: settings.stalledIntervalMs,
+      lockDuration: Math.max(settings.stalledIntervalMs, 5000),
+      maxStalledCount: 3,
+    },
+  )
+  worker.on('error', (error) => deps.logger.warn({ err: error }, 'worker connection error'))
+  worker.on('failed', (job, error) =>
+    deps.logger.warn({ err: error, jobId: job?.id }, 'job failed; the relay re-enqueues its row if needed'),
+  )
+  return worker
+}
+
+async function processEvent(deps: WorkerDependencies, job: Job<ProcessEventData>, token: string | undefined) {
+  const { eventRowId } = processEventData.parse(job.data)
+  const leaseToken = randomUUID()
+  const lease = await leaseEvent(deps.db, eventRowId, leaseToken, deps.settings.leaseMs)
+  const log = deps.logger.child({ eventRowId, jobId: job.id })
+  switch (lease.kind) {
+    case 'missing':
+      log.warn('job for a row that no longer exists')
+      return
+    case 'finished':
+      return
+    case 'held':
+      // Another worker holds a live lease: look again once it runs out.
+      await job.moveToDelayed(lease.until.getTime() + 250, token)
+      throw new DelayedError()
+    case 'leased':
+      break
+  }
+
+  const row = lease.row
+  const startedAt = new Date()
+  const handler = deps.handlers.get(row.source)
+  try {
+    if (handler === undefined) throw new HandlerError(`no handler is configured for source '${row.source}'`)
+    await deps.db.transaction(async (tx) => {
+      if (!(await lockLeasedEvent(tx, row.id, leaseToken))) throw new LeaseLostError()
+      const result = await withTimeout(deps.settings.handlerTimeoutMs, (signal) =>
+        handler({
+          source: row.source,
+          eventId: row.eventId,
+          eventType: row.eventType,
+          event: parseStoredBody(row.body),
+          raw: row.body,
+          headers: row.headers,
+          attempt: row.attempts,
+          tx,
+          signal,
+          logger: log,
+        }),
+      )
+      deps.failpoints.hit('worker.before_done')
+      await markDone(tx, row.id, { attempt: row.attempts, startedAt, ...(result ?? {}) })
+    })
+    deps.failpoints.hit('worker.after_done')
+  } catch (error) {
+    if (error instanceof LeaseLostError) {
+      log.warn('lease taken over by another worker; leaving the row to it')
+      return
+    }
+    const final = row.attempts >= deps.settings.maxAttempts
+    const delayMs = Math.min(deps.settings.backoffBaseMs * 2 ** (row.attempts - 1), deps.settings.backoffMaxMs)
+    const details: HandlerResult = error instanceof HandlerError ? error.details : {}
+    const message = error instanceof Error ? error.message : String(error)
+    const status = await markAttemptFailed(deps.db, row.id, leaseToken, {
+      attempt: row.attempts,
+      startedAt,
+      error: message.slice(0, 2000),
+      final,
+      retryAt: new Date(Date.now() + delayMs),
+      ...details,
+    })
+    log.warn({ attempt: row.attempts, final, err: error instanceof HandlerError ? undefined : error }, message)
+    if (status === 'pending') {
+      await job.moveToDelayed(Date.now() + delayMs, token)
+      throw new DelayedError()
+    }
+  }
+}
+
+async function withTimeout<T>(ms: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const controller = new AbortController()
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      controller.abort()
+      reject(new HandlerTimeoutError(`handler did not finish within ${ms} ms`))
+    }, ms)
+  })
+  try {
+    return await Promise.race([run(controller.signal), timeout])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+/** The body as the handler sees it: parsed JSON, or the text itself for bodies that are not JSON. */
+function parseStoredBody(body: Buffer): unknown {
+  const text = body.toString('utf8')
+  try {
+    return JSON.parse(text)
+  } catch {
+    return text
+  }
+}

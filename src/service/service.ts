@@ -1,0 +1,153 @@
+import type { AddressInfo } from 'node:net'
+import { type ServerType, serve } from '@hono/node-server'
+import { Queue } from 'bullmq'
+import { sql } from 'drizzle-orm'
+import { type Config, ConfigError, loadConfig } from '../config/config.js'
+import type { Environment } from '../config/env.js'
+import { openLedger } from '../db/client.js'
+import { migrateLedger, readDeploymentId } from '../db/migrate.js'
+import { createFailpoints } from '../failpoints.js'
+import { forwardHandler } from '../handlers/forward.js'
+import type { EventHandler } from '../handlers/types.js'
+import { createApp } from '../http/app.js'
+import { createLogger, type Logger } from '../logger.js'
+import { consumerConnection, producerConnection } from '../queue/connections.js'
+import { createEnqueuer } from '../queue/enqueuer.js'
+import { deploymentQueuePrefix, INBOUND_QUEUE, type ProcessEventData, processEventJobOptions } from '../queue/jobs.js'
+import { startRelay } from '../queue/relay.js'
+import { startWorker } from '../queue/worker.js'
+
+export type Role = 'all' | 'api' | 'worker'
+
+export interface ServiceOptions {
+  env: Environment
+  /** Defaults to the file named by HOOKLEDGER_CONFIG. */
+  config?: Config
+  role?: Role
+  /** Handlers registered in code, by source id; a source has either one of these or a config handler. */
+  handlers?: Readonly<Record<string, EventHandler>>
+  logger?: Logger
+}
+
+export interface Service {
+  /** The api's base URL (absent for the worker role). */
+  url: string | undefined
+  deploymentId: string
+  queuePrefix: string
+  /** Stops accepting, drains running jobs, then closes the queue, Redis and Postgres, in that order. */
+  close(): Promise<void>
+}
+
+/** Starts the roles of one hookledger process against one Postgres and one Redis. */
+export async function startService(options: ServiceOptions): Promise<Service> {
+  const { env } = options
+  const role = options.role ?? 'all'
+  const logger = options.logger ?? createLogger(env.LOG_LEVEL)
+  const config = options.config ?? (await loadConfig(env.HOOKLEDGER_CONFIG, env.lookup))
+  const runsWorker = role !== 'api'
+  const handlers = runsWorker ? resolveHandlers(config, options.handlers ?? {}) : new Map<string, EventHandler>()
+  const failpoints = createFailpoints(env.HOOKLEDGER_FAILPOINT)
+
+  await migrateLedger(env.DATABASE_URL, logger)
+  const ledger = openLedger(env.DATABASE_URL, { max: runsWorker ? config.file.worker.concurrency + 10 : 20 })
+  const deploymentId = await readDeploymentId(ledger.db)
+  const queuePrefix = config.file.queue.prefix ?? deploymentQueuePrefix(deploymentId)
+
+  const producer = producerConnection(env.REDIS_URL)
+  producer.on('error', () => {}) // reported by readiness and by the enqueue that fails
+  const queue = new Queue<ProcessEventData>(INBOUND_QUEUE, {
+    connection: producer,
+    prefix: queuePrefix,
+    defaultJobOptions: processEventJobOptions,
+  })
+  queue.on('error', () => {})
+  const enqueuer = createEnqueuer({ queue, db: ledger.db, logger, failpoints })
+
+  let server: ServerType | undefined
+  let url: string | undefined
+  if (role !== 'worker') {
+    const app = createApp({
+      config,
+      db: ledger.db,
+      enqueuer,
+      logger,
+      failpoints,
+      readiness: [
+        { name: 'postgres', check: () => ledger.db.execute(sql`select 1`) },
+        { name: 'redis', check: () => producer.ping() },
+      ],
+    })
+    server = await new Promise<ServerType>((resolve) => {
+      const started = serve({ fetch: app.fetch, port: env.PORT, hostname: env.HOST }, () => resolve(started))
+    })
+    const address = server.address() as AddressInfo
+    url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
+    logger.info({ url, role, deploymentId, queuePrefix, sources: [...config.sources.keys()] }, 'hookledger listening')
+  }
+
+  const consumer = runsWorker ? consumerConnection(env.REDIS_URL) : undefined
+  consumer?.on('error', () => {})
+  const worker =
+    consumer === undefined
+      ? undefined
+      : startWorker({
+          connection: consumer,
+          prefix: queuePrefix,
+          db: ledger.db,
+          handlers,
+          settings: config.file.worker,
+          logger,
+          failpoints,
+        })
+  const relay = runsWorker
+    ? startRelay({ db: ledger.db, queue, enqueuer, settings: config.file.relay, logger })
+    : undefined
+  if (runsWorker) logger.info({ role, concurrency: config.file.worker.concurrency }, 'hookledger worker started')
+
+  let closing: Promise<void> | undefined
+  return {
+    url,
+    deploymentId,
+    queuePrefix,
+    close() {
+      closing ??= (async () => {
+        if (server !== undefined) {
+          const closed = server
+          await new Promise<void>((resolve) => closed.close(() => resolve()))
+        }
+        await enqueuer.drain()
+        await relay?.stop()
+        await worker?.close()
+        await queue.close()
+        producer.disconnect()
+        consumer?.disconnect()
+        await ledger.close()
+        logger.info('hookledger stopped')
+      })()
+      return closing
+    },
+  }
+}
+
+function resolveHandlers(config: Config, code: Readonly<Record<string, EventHandler>>): Map<string, EventHandler> {
+  const handlers = new Map<string, EventHandler>()
+  const problems: string[] = []
+  for (const id of Object.keys(code)) {
+    if (!config.sources.has(id)) problems.push(`handlers.${id}: no source with that id is configured`)
+  }
+  for (const [id, source] of config.sources) {
+    const fromCode = code[id]
+    const fromConfig = source.config.handler
+    if (fromCode !== undefined && fromConfig !== undefined) {
+      problems.push(`source '${id}': has a handler in the config file and one registered in code; keep one`)
+    } else if (fromCode !== undefined) {
+      handlers.set(id, fromCode)
+    } else if (fromConfig !== undefined) {
+      handlers.set(id, forwardHandler(fromConfig))
+    } else {
+      problems.push(`source '${id}': handler: none configured (add "handler" to the source, or register one in code)`)
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(`invalid config:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
+  return handlers
+}
