@@ -67,7 +67,9 @@ main(process.argv.slice(2)).then(
       process.stderr.write(`hookledger: ${error.message}\n`)
       process.exit(1)
     }
-    process.stderr.write(`hookledger: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`)
+    process.stderr.write(
+      `hookledger: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    )
     process.exit(1)
   },
 )

@@ -18,18 +18,36 @@ const sourceSchema = z.object({
   verify: verifyConfigSchema,
   /** Absent when the handler is registered in code (`handlers: { [id]: fn }`). */
   handler: handlerConfigSchema.optional(),
-  bodyLimitBytes: z.number().int().min(1).max(64 * 1024 * 1024).optional(),
+  bodyLimitBytes: z
+    .number()
+    .int()
+    .min(1)
+    .max(64 * 1024 * 1024)
+    .optional(),
 })
 
 export const configFileSchema = z.object({
   sources: z.array(sourceSchema),
-  server: z.object({ bodyLimitBytes: z.number().int().min(1).max(64 * 1024 * 1024).default(1024 * 1024) }).prefault({}),
+  server: z
+    .object({
+      bodyLimitBytes: z
+        .number()
+        .int()
+        .min(1)
+        .max(64 * 1024 * 1024)
+        .default(1024 * 1024),
+    })
+    .prefault({}),
   worker: z
     .object({
       concurrency: z.number().int().min(1).max(256).default(8),
       maxAttempts: z.number().int().min(1).max(100).default(8),
       backoffBaseMs: z.number().int().min(1).default(1000),
-      backoffMaxMs: z.number().int().min(1).default(60 * 60 * 1000),
+      backoffMaxMs: z
+        .number()
+        .int()
+        .min(1)
+        .default(60 * 60 * 1000),
       /** An attempt that runs longer is aborted and its transaction rolled back. */
       handlerTimeoutMs: z.number().int().min(100).default(30_000),
       /** How long a crashed worker's row stays locked out before another worker takes it over. */
@@ -54,7 +72,10 @@ export const configFileSchema = z.object({
   queue: z
     .object({
       /** Defaults to one derived from the database's deployment id, so deployments never share jobs. */
-      prefix: z.string().regex(/^[A-Za-z0-9_.-]{1,64}$/).optional(),
+      prefix: z
+        .string()
+        .regex(/^[A-Za-z0-9_.-]{1,64}$/)
+        .optional(),
     })
     .prefault({}),
 })
@@ -119,12 +140,17 @@ export function buildConfig(input: unknown, lookup: (name: string) => string | u
 }
 
 /** Reads and validates the config file at `path`. */
-export async function loadConfig(path: string, lookup: (name: string) => string | undefined): Promise<Config> {
+export async function loadConfig(
+  path: string,
+  lookup: (name: string) => string | undefined,
+): Promise<Config> {
   let text: string
   try {
     text = await readFile(path, 'utf8')
   } catch (error) {
-    throw new ConfigError(`cannot read config file ${path}: ${(error as NodeJS.ErrnoException).code ?? error}`)
+    throw new ConfigError(
+      `cannot read config file ${path}: ${(error as NodeJS.ErrnoException).code ?? error}`,
+    )
   }
   let input: unknown
   try {
@@ -147,7 +173,9 @@ function describePath(input: unknown, path: PropertyKey[]): string {
 }
 
 function formatPath(path: PropertyKey[]): string {
-  return path.map((part, i) => (typeof part === 'number' ? `[${part}]` : i === 0 ? String(part) : `.${String(part)}`)).join('')
+  return path
+    .map((part, i) => (typeof part === 'number' ? `[${part}]` : i === 0 ? String(part) : `.${String(part)}`))
+    .join('')
 }
 
 export { ConfigError }

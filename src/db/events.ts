@@ -1,6 +1,6 @@
 import { and, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm'
 import type { Database, Transaction } from './client.js'
-import { eventAttempts, type EventStatus, inboundConflicts, inboundEvents } from './schema.js'
+import { type EventStatus, eventAttempts, inboundConflicts, inboundEvents } from './schema.js'
 
 export interface NewEvent {
   source: string
@@ -66,7 +66,12 @@ export type LeaseResult =
  * runs, so a crash inside the handler is still counted and the next worker can take over once the
  * lease expires.
  */
-export async function leaseEvent(db: Database, id: string, token: string, leaseMs: number): Promise<LeaseResult> {
+export async function leaseEvent(
+  db: Database,
+  id: string,
+  token: string,
+  leaseMs: number,
+): Promise<LeaseResult> {
   const [row] = await db
     .update(inboundEvents)
     .set({
@@ -93,7 +98,8 @@ export async function leaseEvent(db: Database, id: string, token: string, leaseM
     .from(inboundEvents)
     .where(eq(inboundEvents.id, id))
   if (current === undefined) return { kind: 'missing' }
-  if (current.status === 'processing' && current.leaseUntil !== null) return { kind: 'held', until: current.leaseUntil }
+  if (current.status === 'processing' && current.leaseUntil !== null)
+    return { kind: 'held', until: current.leaseUntil }
   return { kind: 'finished', status: current.status }
 }
 

@@ -64,7 +64,9 @@ async function ensureDatabaseExists(url: string, logger: Logger): Promise<void> 
 
 /** The deployment id made by the first migration; it names this deployment's queues in Redis. */
 export async function readDeploymentId(db: { execute: (query: ReturnType<typeof sql>) => Promise<unknown> }) {
-  const rows = (await db.execute(sql`select id from deployment order by created_at limit 1`)) as Array<{ id: string }>
+  const rows = (await db.execute(sql`select id from deployment order by created_at limit 1`)) as Array<{
+    id: string
+  }>
   const id = rows[0]?.id
   if (id === undefined) throw new Error('the ledger has no deployment row: run `hookledger migrate`')
   return id

@@ -34,7 +34,10 @@ export function handleError(logger: Logger) {
       return c.json(errorBody('payload_too_large', 'the body is larger than this source accepts'), 413)
     }
     if (error instanceof HTTPException && error.status < 500) {
-      return c.json(errorBody('bad_request', error.message || 'bad request'), error.status as ContentfulStatusCode)
+      return c.json(
+        errorBody('bad_request', error.message || 'bad request'),
+        error.status as ContentfulStatusCode,
+      )
     }
     logger.error({ err: error, path: c.req.path }, 'unhandled error')
     return c.json(errorBody('internal_error', 'internal error'), 500)

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import type { Source } from '../config/config.js'
-import { isLedgerUnavailable } from '../db/client.js'
 import type { Database } from '../db/client.js'
+import { isLedgerUnavailable } from '../db/client.js'
 import { claimEvent } from '../db/events.js'
 import type { Failpoints } from '../failpoints.js'
 import type { RejectionCode } from './verifiers/index.js'

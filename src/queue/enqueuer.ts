@@ -46,7 +46,10 @@ export function createEnqueuer(deps: {
     }
     const done = add(ids)
       .catch((error: unknown) => {
-        deps.logger.warn({ err: error, count: ids.length }, 'enqueue failed; the relay will enqueue these rows')
+        deps.logger.warn(
+          { err: error, count: ids.length },
+          'enqueue failed; the relay will enqueue these rows',
+        )
       })
       .finally(() => inFlight.delete(done))
     inFlight.add(done)

@@ -5,7 +5,7 @@ import type { ConfigFile } from '../config/config.js'
 import type { Database } from '../db/client.js'
 import { leaseEvent, lockLeasedEvent, markAttemptFailed, markDone } from '../db/events.js'
 import type { Failpoints } from '../failpoints.js'
-import { HandlerError, type HandlerResult, type EventHandler } from '../handlers/types.js'
+import { type EventHandler, HandlerError, type HandlerResult } from '../handlers/types.js'
 import type { Logger } from '../logger.js'
 import { INBOUND_QUEUE, type ProcessEventData, processEventData } from './jobs.js'
 
@@ -98,7 +98,10 @@ async function processEvent(deps: WorkerDependencies, job: Job<ProcessEventData>
       return
     }
     const final = row.attempts >= deps.settings.maxAttempts
-    const delayMs = Math.min(deps.settings.backoffBaseMs * 2 ** (row.attempts - 1), deps.settings.backoffMaxMs)
+    const delayMs = Math.min(
+      deps.settings.backoffBaseMs * 2 ** (row.attempts - 1),
+      deps.settings.backoffMaxMs,
+    )
     const details: HandlerResult = error instanceof HandlerError ? error.details : {}
     const message = error instanceof Error ? error.message : String(error)
     const status = await markAttemptFailed(deps.db, row.id, leaseToken, {
@@ -109,7 +112,10 @@ async function processEvent(deps: WorkerDependencies, job: Job<ProcessEventData>
       retryAt: new Date(Date.now() + delayMs),
       ...details,
     })
-    log.warn({ attempt: row.attempts, final, err: error instanceof HandlerError ? undefined : error }, message)
+    log.warn(
+      { attempt: row.attempts, final, err: error instanceof HandlerError ? undefined : error },
+      message,
+    )
     if (status === 'pending') {
       await job.moveToDelayed(Date.now() + delayMs, token)
       throw new DelayedError()

@@ -13,7 +13,12 @@ import { createApp } from '../http/app.js'
 import { createLogger, type Logger } from '../logger.js'
 import { consumerConnection, producerConnection } from '../queue/connections.js'
 import { createEnqueuer } from '../queue/enqueuer.js'
-import { deploymentQueuePrefix, INBOUND_QUEUE, type ProcessEventData, processEventJobOptions } from '../queue/jobs.js'
+import {
+  deploymentQueuePrefix,
+  INBOUND_QUEUE,
+  type ProcessEventData,
+  processEventJobOptions,
+} from '../queue/jobs.js'
 import { startRelay } from '../queue/relay.js'
 import { startWorker } from '../queue/worker.js'
 
@@ -45,7 +50,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const logger = options.logger ?? createLogger(env.LOG_LEVEL)
   const config = options.config ?? (await loadConfig(env.HOOKLEDGER_CONFIG, env.lookup))
   const runsWorker = role !== 'api'
-  const handlers = runsWorker ? resolveHandlers(config, options.handlers ?? {}) : new Map<string, EventHandler>()
+  const handlers = runsWorker
+    ? resolveHandlers(config, options.handlers ?? {})
+    : new Map<string, EventHandler>()
   const failpoints = createFailpoints(env.HOOKLEDGER_FAILPOINT)
 
   await migrateLedger(env.DATABASE_URL, logger)
@@ -82,7 +89,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     })
     const address = server.address() as AddressInfo
     url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
-    logger.info({ url, role, deploymentId, queuePrefix, sources: [...config.sources.keys()] }, 'hookledger listening')
+    logger.info(
+      { url, role, deploymentId, queuePrefix, sources: [...config.sources.keys()] },
+      'hookledger listening',
+    )
   }
 
   const consumer = runsWorker ? consumerConnection(env.REDIS_URL) : undefined
@@ -102,7 +112,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const relay = runsWorker
     ? startRelay({ db: ledger.db, queue, enqueuer, settings: config.file.relay, logger })
     : undefined
-  if (runsWorker) logger.info({ role, concurrency: config.file.worker.concurrency }, 'hookledger worker started')
+  if (runsWorker)
+    logger.info({ role, concurrency: config.file.worker.concurrency }, 'hookledger worker started')
 
   let closing: Promise<void> | undefined
   return {
@@ -129,7 +140,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   }
 }
 
-function resolveHandlers(config: Config, code: Readonly<Record<string, EventHandler>>): Map<string, EventHandler> {
+function resolveHandlers(
+  config: Config,
+  code: Readonly<Record<string, EventHandler>>,
+): Map<string, EventHandler> {
   const handlers = new Map<string, EventHandler>()
   const problems: string[] = []
   for (const id of Object.keys(code)) {
@@ -145,9 +159,12 @@ function resolveHandlers(config: Config, code: Readonly<Record<string, EventHand
     } else if (fromConfig !== undefined) {
       handlers.set(id, forwardHandler(fromConfig))
     } else {
-      problems.push(`source '${id}': handler: none configured (add "handler" to the source, or register one in code)`)
+      problems.push(
+        `source '${id}': handler: none configured (add "handler" to the source, or register one in code)`,
+      )
     }
   }
-  if (problems.length > 0) throw new ConfigError(`invalid config:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
+  if (problems.length > 0)
+    throw new ConfigError(`invalid config:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
   return handlers
 }

@@ -1,5 +1,5 @@
-import postgres from 'postgres'
 import { Redis } from 'ioredis'
+import postgres from 'postgres'
 import { adminDatabaseUrl, testRedisUrl } from './env.js'
 
 /** Fails the run at once, with a clear message, when the stores the suite needs are not up. */

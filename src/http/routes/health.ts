@@ -23,7 +23,10 @@ export function healthRoutes(checks: readonly ReadinessCheck[]) {
         }),
       )
       const ready = results.every(([, result]) => result === 'ok')
-      return c.json({ status: ready ? 'ready' : 'unavailable', checks: Object.fromEntries(results) }, ready ? 200 : 503)
+      return c.json(
+        { status: ready ? 'ready' : 'unavailable', checks: Object.fromEntries(results) },
+        ready ? 200 : 503,
+      )
     })
 }
 

@@ -38,7 +38,8 @@ export function webhookRoutes(deps: WebhookRouteDependencies) {
   const resolveSource: MiddlewareHandler<{ Variables: Variables }> = async (c, next) => {
     const id = c.req.param('source') ?? ''
     const source = deps.config.sources.get(id)
-    if (source === undefined) throw new ApiError(404, 'unknown_source', `no source named '${id}' is configured`)
+    if (source === undefined)
+      throw new ApiError(404, 'unknown_source', `no source named '${id}' is configured`)
     c.set('source', source)
     const limit = limits.get(id)
     return limit === undefined ? next() : limit(c, next)

@@ -13,7 +13,12 @@ import { ConfigError, type Delivery, reject, type Scheme, type Verification } fr
 const configSchema = z.object({
   scheme: z.literal('standard-webhooks'),
   secrets: z.array(z.string().min(1)).min(1, 'needs at least one secret'),
-  toleranceSeconds: z.number().int().min(1).max(7 * 24 * 3600).default(300),
+  toleranceSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(7 * 24 * 3600)
+    .default(300),
 })
 
 const HEADER_SETS = [
@@ -46,7 +51,10 @@ export const standardWebhooks: Scheme<'standard-webhooks', typeof configSchema> 
   configSchema,
   create(config, { resolveSecret }) {
     const keys = config.secrets.map((reference, index) =>
-      decodeStandardWebhooksSecret(resolveSecret(reference, `verify.secrets[${index}]`), `verify.secrets[${index}]`),
+      decodeStandardWebhooksSecret(
+        resolveSecret(reference, `verify.secrets[${index}]`),
+        `verify.secrets[${index}]`,
+      ),
     )
     const toleranceMs = config.toleranceSeconds * 1000
     return {

@@ -1,0 +1,174 @@
+import { Queue } from 'bullmq'
+import { eq, sql } from 'drizzle-orm'
+import { Redis } from 'ioredis'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { claimEvent } from '../../src/db/events.js'
+import { inboundEvents } from '../../src/db/schema.js'
+import type { EventHandler } from '../../src/handlers/types.js'
+import { INBOUND_QUEUE, PROCESS_EVENT, processEventJobId } from '../../src/queue/jobs.js'
+import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { testRedisUrl } from '../support/env.js'
+import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from '../support/service.js'
+import { signedHeaders } from '../support/signing.js'
+import { testConfig } from '../support/stack.js'
+
+let database: TestDatabase
+let running: TestService | undefined
+
+beforeAll(async () => {
+  database = await createTestDatabase()
+  await database.sql`create table handler_effects (event_id text not null)`
+})
+afterEach(async () => {
+  await running?.close()
+  running = undefined
+})
+afterAll(async () => {
+  await database.drop()
+})
+
+const config = testConfig({ worker: FAST_WORKER, relay: FAST_RELAY }, { handler: undefined })
+
+const recordingHandler =
+  (calls: string[], hold?: Promise<unknown>): EventHandler =>
+  async ({ eventId, tx }) => {
+    calls.push(eventId)
+    await hold
+    await tx.execute(sql`insert into handler_effects (event_id) values (${eventId})`)
+  }
+
+async function effects(eventId: string) {
+  return (await database.sql`select count(*)::int as n from handler_effects where event_id = ${eventId}`)[0]
+    ?.n
+}
+
+async function status(id: string) {
+  return (await database.db.select().from(inboundEvents).where(eq(inboundEvents.id, id)))[0]?.status
+}
+
+describe('exactly once under duplicates', () => {
+  it('200 concurrent deliveries of one event: one row, one handler run, every answer 200', async () => {
+    const calls: string[] = []
+    running = await startTestService({ database, config, handlers: { acme: recordingHandler(calls) } })
+    const body = JSON.stringify({ type: 'order.paid', order: 551 })
+    const headers = signedHeaders(body, { id: 'evt_storm' })
+    const url = running.url
+    const responses = await Promise.all(
+      Array.from({ length: 200 }, () => fetch(`${url}/webhooks/acme`, { method: 'POST', body, headers })),
+    )
+    expect(responses.map((r) => r.status)).toEqual(Array(200).fill(200))
+    const bodies = (await Promise.all(responses.map((r) => r.json()))) as Array<{
+      status: string
+      id: string
+    }>
+    const byKind: Record<string, number> = {}
+    for (const { status } of bodies) byKind[status] = (byKind[status] ?? 0) + 1
+    expect(byKind).toEqual({ accepted: 1, duplicate: 199 })
+    expect(new Set(bodies.map((b) => b.id)).size).toBe(1)
+    const rows = await database.db.select().from(inboundEvents).where(eq(inboundEvents.eventId, 'evt_storm'))
+    expect(rows).toHaveLength(1)
+    await expect.poll(async () => status(rows[0]?.id ?? ''), { timeout: 10_000 }).toBe('done')
+    expect(calls).toEqual(['evt_storm'])
+    expect(await effects('evt_storm')).toBe(1)
+  })
+
+  it('a job redelivered while its handler still runs does not run the handler again', async () => {
+    const calls: string[] = []
+    let release: () => void = () => {}
+    const hold = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    running = await startTestService({ database, config, handlers: { acme: recordingHandler(calls, hold) } })
+    const body = JSON.stringify({ type: 'slow' })
+    const response = await fetch(`${running.url}/webhooks/acme`, {
+      method: 'POST',
+      body,
+      headers: signedHeaders(body, { id: 'evt_redelivered' }),
+    })
+    const { id } = (await response.json()) as { id: string }
+    await expect.poll(() => calls.length, { timeout: 10_000 }).toBe(1)
+
+    // A second job for the same row, as a stalled-job redelivery or a second relay would make.
+    const connection = new Redis(testRedisUrl(), { maxRetriesPerRequest: null })
+    const queue = new Queue(INBOUND_QUEUE, { connection, prefix: running.service.queuePrefix })
+    await queue.add(PROCESS_EVENT, { eventRowId: id }, { jobId: `${processEventJobId(id)}-again` })
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    expect(calls).toHaveLength(1)
+    release()
+    await expect.poll(async () => status(id), { timeout: 10_000 }).toBe('done')
+    await expect
+      .poll(async () => queue.getJobState(`${processEventJobId(id)}-again`), { timeout: 10_000 })
+      .toBe('completed')
+    expect(calls).toHaveLength(1)
+    expect(await effects('evt_redelivered')).toBe(1)
+    await queue.close()
+    connection.disconnect()
+  })
+})
+
+describe('relay', () => {
+  it('enqueues a committed row that never got a job, and it reaches DONE', async () => {
+    const calls: string[] = []
+    const claim = await claimEvent(database.db, {
+      source: 'acme',
+      eventId: 'evt_unqueued',
+      eventType: 'lost.enqueue',
+      payloadHash: 'a'.repeat(64),
+      body: Buffer.from('{"type":"lost.enqueue"}'),
+      headers: {},
+    })
+    running = await startTestService({ database, config, handlers: { acme: recordingHandler(calls) } })
+    await expect.poll(async () => status(claim.id), { timeout: 10_000 }).toBe('done')
+    expect(calls).toEqual(['evt_unqueued'])
+  })
+
+  it('re-enqueues a row whose job vanished from Redis', async () => {
+    const calls: string[] = []
+    const claim = await claimEvent(database.db, {
+      source: 'acme',
+      eventId: 'evt_job_lost',
+      eventType: null,
+      payloadHash: 'b'.repeat(64),
+      body: Buffer.from('{}'),
+      headers: {},
+    })
+    // Marked as enqueued long ago, but no such job exists: Redis lost it.
+    await database.db
+      .update(inboundEvents)
+      .set({ enqueuedAt: sql`now() - interval '1 hour'`, updatedAt: sql`now() - interval '1 hour'` })
+      .where(eq(inboundEvents.id, claim.id))
+    running = await startTestService({ database, config, handlers: { acme: recordingHandler(calls) } })
+    await expect.poll(async () => status(claim.id), { timeout: 10_000 }).toBe('done')
+    expect(calls).toEqual(['evt_job_lost'])
+  })
+
+  it('several relays at once hand a row to the queue once', async () => {
+    const calls: string[] = []
+    const ids: string[] = []
+    for (let i = 0; i < 20; i++) {
+      const claim = await claimEvent(database.db, {
+        source: 'acme',
+        eventId: `evt_many_relays_${i}`,
+        eventType: null,
+        payloadHash: 'c'.repeat(64),
+        body: Buffer.from('{}'),
+        headers: {},
+      })
+      ids.push(claim.id)
+    }
+    const handler = recordingHandler(calls)
+    const services = await Promise.all(
+      [0, 1, 2].map(() => startTestService({ database, config, handlers: { acme: handler } })),
+    )
+    try {
+      await expect
+        .poll(async () => (await Promise.all(ids.map(status))).every((s) => s === 'done'), {
+          timeout: 15_000,
+        })
+        .toBe(true)
+      expect(calls.sort()).toEqual(ids.map((_, i) => `evt_many_relays_${i}`).sort())
+    } finally {
+      await Promise.all(services.map((s) => s.close()))
+    }
+  })
+})

@@ -1,0 +1,64 @@
+import type { Config } from '../../src/config/config.js'
+import { readEnvironment } from '../../src/config/env.js'
+import type { EventHandler } from '../../src/handlers/types.js'
+import { createLogger } from '../../src/logger.js'
+import { type Role, type Service, startService } from '../../src/service/service.js'
+import { createTestDatabase, type TestDatabase } from './database.js'
+import { testRedisUrl } from './env.js'
+import { testConfig } from './stack.js'
+
+export interface TestService {
+  service: Service
+  database: TestDatabase
+  url: string
+  close(): Promise<void>
+}
+
+/** The whole service in this process (api, worker and relay) on its own database and queue prefix. */
+export async function startTestService(
+  options: {
+    config?: Config
+    handlers?: Record<string, EventHandler>
+    role?: Role
+    redisUrl?: string
+    database?: TestDatabase
+  } = {},
+): Promise<TestService> {
+  const database = options.database ?? (await createTestDatabase())
+  const env = readEnvironment({
+    DATABASE_URL: database.url,
+    REDIS_URL: options.redisUrl ?? testRedisUrl(),
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'silent',
+  })
+  const service = await startService({
+    env,
+    config: options.config ?? testConfig(),
+    role: options.role ?? 'all',
+    handlers: options.handlers ?? {},
+    logger: createLogger('silent'),
+  })
+  return {
+    service,
+    database,
+    url: service.url ?? '',
+    async close() {
+      await service.close()
+      if (options.database === undefined) await database.drop()
+    },
+  }
+}
+
+/** Worker settings that make retries and takeovers happen within a test's patience. */
+export const FAST_WORKER = {
+  concurrency: 4,
+  maxAttempts: 3,
+  backoffBaseMs: 50,
+  backoffMaxMs: 200,
+  handlerTimeoutMs: 2000,
+  leaseMs: 3000,
+  stalledIntervalMs: 1000,
+}
+
+export const FAST_RELAY = { intervalMs: 200, graceMs: 300, orphanAfterMs: 2000 }
