@@ -30,6 +30,7 @@ export interface HandlerResult {
   responseExcerpt?: string
 }
 
+// biome-ignore lint/suspicious/noConfusingVoidType: lets `async () => {}` be a handler that reports nothing
 export type EventHandler = (context: HandlerContext) => Promise<HandlerResult | undefined | void>
 
 /** A failed attempt that carries what the destination answered. */
