@@ -55,8 +55,10 @@ async function ensureDatabaseExists(url: string, logger: Logger): Promise<void> 
     await admin.unsafe(`create database "${name.replaceAll('"', '""')}"`)
     logger.warn({ database: name }, 'created the ledger database, which did not exist')
   } catch (error) {
-    // Another replica created it between our probe and this statement.
-    if (postgresErrorCode(error) !== '42P04') throw error
+    // Another replica created it between our probe and this statement (42P04 duplicate_database,
+    // or 23505 when both CREATEs raced on the catalog's unique index).
+    const code = postgresErrorCode(error)
+    if (code !== '42P04' && code !== '23505') throw error
   } finally {
     await admin.end({ timeout: 5 })
   }

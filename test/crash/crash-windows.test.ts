@@ -1,0 +1,180 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Queue } from 'bullmq'
+import { eq } from 'drizzle-orm'
+import { Redis } from 'ioredis'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { inboundEvents } from '../../src/db/schema.js'
+import type { FailpointName } from '../../src/failpoints.js'
+import { deploymentQueuePrefix, INBOUND_QUEUE, processEventJobId } from '../../src/queue/jobs.js'
+import { type Child, startChild } from '../support/child.js'
+import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { testRedisUrl } from '../support/env.js'
+import { signedHeaders, TEST_SECRET } from '../support/signing.js'
+
+// Each window: the real service in a child process kills itself (SIGKILL) at a named point; the
+// ledger is then checked, the service started again, and the provider's retry sent.
+
+let database: TestDatabase
+let directory: string
+let child: Child | undefined
+
+beforeAll(async () => {
+  database = await createTestDatabase()
+  await database.sql`create table handler_effects (event_id text not null)`
+  directory = mkdtempSync(join(tmpdir(), 'hookledger-crash-'))
+  writeFileSync(
+    join(directory, 'config.json'),
+    JSON.stringify({
+      sources: [{ id: 'acme', verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] } }],
+      worker: {
+        maxAttempts: 5,
+        backoffBaseMs: 50,
+        handlerTimeoutMs: 1000,
+        leaseMs: 2000,
+        stalledIntervalMs: 1000,
+      },
+      relay: { intervalMs: 200, graceMs: 500, orphanAfterMs: 5000 },
+    }),
+  )
+})
+afterEach(async () => {
+  await child?.kill()
+  child = undefined
+})
+afterAll(async () => {
+  await database.drop()
+})
+
+function start(failpoint?: FailpointName) {
+  return startChild(['test/support/crash-server.ts'], {
+    DATABASE_URL: database.url,
+    REDIS_URL: testRedisUrl(),
+    HOOKLEDGER_CONFIG: join(directory, 'config.json'),
+    TEST_INVOCATION_LOG: join(directory, 'invocations.log'),
+    ...(failpoint === undefined ? {} : { HOOKLEDGER_FAILPOINT: failpoint }),
+  })
+}
+
+async function deliver(url: string, eventId: string) {
+  const body = JSON.stringify({ type: 'order.paid', eventId })
+  return fetch(`${url}/webhooks/acme`, {
+    method: 'POST',
+    body,
+    headers: signedHeaders(body, { id: eventId }),
+  })
+}
+
+async function rowFor(eventId: string) {
+  return (await database.db.select().from(inboundEvents).where(eq(inboundEvents.eventId, eventId)))[0]
+}
+
+async function effects(eventId: string) {
+  return (await database.sql`select count(*)::int as n from handler_effects where event_id = ${eventId}`)[0]
+    ?.n
+}
+
+function invocations(eventId: string) {
+  let log = ''
+  try {
+    log = readFileSync(join(directory, 'invocations.log'), 'utf8')
+  } catch {}
+  return log.split('\n').filter((line) => line.startsWith(`${eventId} `)).length
+}
+
+async function killedBy(crashing: Child) {
+  expect(await crashing.exited).toBe('SIGKILL')
+}
+
+describe('crash windows (SIGKILL at named points)', () => {
+  it('before the commit: no row; the provider retry is accepted and processed once', async () => {
+    const crashing = await start('receive.before_commit')
+    await expect(deliver(crashing.url, 'evt_crash_before_commit')).rejects.toThrow()
+    await killedBy(crashing)
+    expect(await rowFor('evt_crash_before_commit')).toBeUndefined()
+
+    child = await start()
+    const retry = await deliver(child.url, 'evt_crash_before_commit')
+    expect(retry.status).toBe(200)
+    expect(await retry.json()).toMatchObject({ status: 'accepted' })
+    await expect
+      .poll(async () => (await rowFor('evt_crash_before_commit'))?.status, { timeout: 15_000 })
+      .toBe('done')
+    expect(await effects('evt_crash_before_commit')).toBe(1)
+  })
+
+  it('after the commit, before the response: the row is there; the retry is a duplicate; processed once', async () => {
+    const crashing = await start('receive.after_commit')
+    await expect(deliver(crashing.url, 'evt_crash_after_commit')).rejects.toThrow()
+    await killedBy(crashing)
+    expect(await rowFor('evt_crash_after_commit')).toMatchObject({ status: 'pending', enqueuedAt: null })
+
+    child = await start()
+    const retry = await deliver(child.url, 'evt_crash_after_commit')
+    expect(await retry.json()).toMatchObject({ status: 'duplicate' })
+    await expect
+      .poll(async () => (await rowFor('evt_crash_after_commit'))?.status, { timeout: 15_000 })
+      .toBe('done')
+    expect(await effects('evt_crash_after_commit')).toBe(1)
+    expect(invocations('evt_crash_after_commit')).toBe(1)
+  })
+
+  it('after the response, before the enqueue: the 200 stands and the relay processes the row', async () => {
+    const crashing = await start('receive.before_enqueue')
+    const response = await deliver(crashing.url, 'evt_crash_before_enqueue')
+    expect(response.status).toBe(200)
+    expect(await response.json()).toMatchObject({ status: 'accepted' })
+    await killedBy(crashing)
+    expect(await rowFor('evt_crash_before_enqueue')).toMatchObject({ status: 'pending', enqueuedAt: null })
+
+    child = await start()
+    await expect
+      .poll(async () => (await rowFor('evt_crash_before_enqueue'))?.status, { timeout: 15_000 })
+      .toBe('done')
+    expect(await effects('evt_crash_before_enqueue')).toBe(1)
+  })
+
+  it('inside the handler, before DONE: the handler runs again and its write exists once', async () => {
+    const crashing = await start('worker.before_done')
+    expect((await deliver(crashing.url, 'evt_crash_in_handler')).status).toBe(200)
+    await killedBy(crashing)
+    expect(invocations('evt_crash_in_handler')).toBe(1)
+    expect(await rowFor('evt_crash_in_handler')).toMatchObject({ status: 'processing', attempts: 1 })
+    expect(await effects('evt_crash_in_handler')).toBe(0)
+
+    child = await start()
+    await expect
+      .poll(async () => (await rowFor('evt_crash_in_handler'))?.status, { timeout: 20_000 })
+      .toBe('done')
+    expect(invocations('evt_crash_in_handler')).toBe(2)
+    expect(await rowFor('evt_crash_in_handler')).toMatchObject({ attempts: 2 })
+    expect(await effects('evt_crash_in_handler')).toBe(1)
+  })
+
+  it("after the handler's commit, before the job is acknowledged: not run again", async () => {
+    const crashing = await start('worker.after_done')
+    expect((await deliver(crashing.url, 'evt_crash_after_done')).status).toBe(200)
+    await killedBy(crashing)
+    expect(await rowFor('evt_crash_after_done')).toMatchObject({ status: 'done' })
+
+    const row = await rowFor('evt_crash_after_done')
+    const connection = new Redis(testRedisUrl(), { maxRetriesPerRequest: null })
+    const queue = new Queue(INBOUND_QUEUE, {
+      connection,
+      prefix: deploymentQueuePrefix(database.deploymentId),
+    })
+    const jobId = processEventJobId(row?.id ?? '')
+    // The dead worker never acknowledged the job: it is still active in Redis.
+    expect(await queue.getJobState(jobId)).toBe('active')
+
+    child = await start()
+    // The stall check hands the job to the new worker, which finds the row DONE and runs nothing.
+    await expect.poll(() => queue.getJobState(jobId), { timeout: 20_000 }).toBe('completed')
+    await queue.close()
+    connection.disconnect()
+    expect(invocations('evt_crash_after_done')).toBe(1)
+    expect(await effects('evt_crash_after_done')).toBe(1)
+    expect(await rowFor('evt_crash_after_done')).toMatchObject({ status: 'done', attempts: 1 })
+  })
+})
