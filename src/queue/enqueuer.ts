@@ -1,9 +1,12 @@
 import type { Queue } from 'bullmq'
 import type { Database } from '../db/client.js'
 import { markEnqueued } from '../db/events.js'
+import { withDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
 import type { Logger } from '../logger.js'
 import { PROCESS_EVENT, type ProcessEventData, processEventJobId } from './jobs.js'
+
+const ADD_DEADLINE_MS = 2000
 
 /** Adds jobs for committed rows. Used by the HTTP path (after the response) and by the relay. */
 export interface Enqueuer {
@@ -26,12 +29,17 @@ export function createEnqueuer(deps: {
 
   const add = async (ids: readonly string[]) => {
     if (ids.length === 0) return
-    await deps.queue.addBulk(
-      ids.map((eventRowId) => ({
-        name: PROCESS_EVENT,
-        data: { eventRowId },
-        opts: { jobId: processEventJobId(eventRowId) },
-      })),
+    // BullMQ waits for a connection that is not there yet; a dead Redis must fail this, not park it.
+    await withDeadline(
+      deps.queue.addBulk(
+        ids.map((eventRowId) => ({
+          name: PROCESS_EVENT,
+          data: { eventRowId },
+          opts: { jobId: processEventJobId(eventRowId) },
+        })),
+      ),
+      ADD_DEADLINE_MS,
+      `Redis did not take ${ids.length} job(s) within ${ADD_DEADLINE_MS} ms`,
     )
     await markEnqueued(deps.db, ids)
   }

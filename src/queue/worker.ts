@@ -4,6 +4,7 @@ import type { Redis } from 'ioredis'
 import type { ConfigFile } from '../config/config.js'
 import type { Database } from '../db/client.js'
 import { leaseEvent, lockLeasedEvent, markAttemptFailed, markDone } from '../db/events.js'
+import { DeadlineError, withDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
 import { type EventHandler, HandlerError, type HandlerResult } from '../handlers/types.js'
 import type { Logger } from '../logger.js'
@@ -20,7 +21,6 @@ export interface WorkerDependencies {
 }
 
 class LeaseLostError extends Error {}
-class HandlerTimeoutError extends Error {}
 
 /**
  * PENDING → PROCESSING → DONE, or back to PENDING with a backoff, or FAILED once the attempts are
@@ -41,7 +41,13 @@ export function startWorker(deps: WorkerDependencies): Worker<ProcessEventData> 
       maxStalledCount: 3,
     },
   )
-  worker.on('error', (error) => deps.logger.warn({ err: error }, 'worker connection error'))
+  // ioredis reports every reconnect attempt during an outage; one line per half minute is enough.
+  let lastErrorLog = 0
+  worker.on('error', (error) => {
+    if (Date.now() - lastErrorLog < 30_000) return
+    lastErrorLog = Date.now()
+    deps.logger.warn({ err: error }, 'worker cannot reach Redis; retrying')
+  })
   worker.on('failed', (job, error) =>
     deps.logger.warn({ err: error, jobId: job?.id }, 'job failed; the relay re-enqueues its row if needed'),
   )
@@ -123,19 +129,14 @@ async function processEvent(deps: WorkerDependencies, job: Job<ProcessEventData>
   }
 }
 
+/** Runs the handler with a signal that is aborted when its time is up. */
 async function withTimeout<T>(ms: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
   const controller = new AbortController()
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      controller.abort()
-      reject(new HandlerTimeoutError(`handler did not finish within ${ms} ms`))
-    }, ms)
-  })
   try {
-    return await Promise.race([run(controller.signal), timeout])
-  } finally {
-    clearTimeout(timer)
+    return await withDeadline(run(controller.signal), ms, `handler did not finish within ${ms} ms`)
+  } catch (error) {
+    if (error instanceof DeadlineError) controller.abort(error)
+    throw error
   }
 }
 

@@ -6,6 +6,7 @@ import { type Config, ConfigError, loadConfig } from '../config/config.js'
 import type { Environment } from '../config/env.js'
 import { openLedger } from '../db/client.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
+import { settlesWithin } from '../deadline.js'
 import { createFailpoints } from '../failpoints.js'
 import { forwardHandler } from '../handlers/forward.js'
 import type { EventHandler } from '../handlers/types.js'
@@ -126,10 +127,18 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           const closed = server
           await new Promise<void>((resolve) => closed.close(() => resolve()))
         }
-        await enqueuer.drain()
-        await relay?.stop()
-        await worker?.close()
-        await queue.close()
+        await settlesWithin(enqueuer.drain(), 3000)
+        await settlesWithin(relay?.stop() ?? Promise.resolve(), 3000)
+        // Running handlers get a deadline to finish; after it, their rows stay leased and another
+        // worker takes them over when the lease runs out (their transactions roll back).
+        if (worker !== undefined && !(await settlesWithin(worker.close(), SHUTDOWN_DRAIN_MS))) {
+          logger.warn(
+            { deadlineMs: SHUTDOWN_DRAIN_MS },
+            'jobs still running at the shutdown deadline; abandoning them',
+          )
+          await settlesWithin(worker.close(true), 1000)
+        }
+        await settlesWithin(queue.close(), 2000)
         producer.disconnect()
         consumer?.disconnect()
         await ledger.close()
@@ -139,6 +148,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     },
   }
 }
+
+const SHUTDOWN_DRAIN_MS = 10_000
 
 function resolveHandlers(
   config: Config,

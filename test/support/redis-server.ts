@@ -12,6 +12,7 @@ export async function startRedisServer(port?: number) {
   )
   const url = `redis://127.0.0.1:${listenPort}`
   const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  probe.on('error', () => {})
   const deadline = Date.now() + 10_000
   for (;;) {
     try {

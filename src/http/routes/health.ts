@@ -1,4 +1,5 @@
 import { Hono } from 'hono'
+import { withDeadline } from '../../deadline.js'
 
 export interface ReadinessCheck {
   name: string
@@ -15,7 +16,7 @@ export function healthRoutes(checks: readonly ReadinessCheck[]) {
       const results = await Promise.all(
         checks.map(async ({ name, check }) => {
           try {
-            await withDeadline(check(), CHECK_TIMEOUT_MS)
+            await withDeadline(check(), CHECK_TIMEOUT_MS, `no answer within ${CHECK_TIMEOUT_MS} ms`)
             return [name, 'ok'] as const
           } catch (error) {
             return [name, error instanceof Error ? error.message : String(error)] as const
@@ -28,14 +29,4 @@ export function healthRoutes(checks: readonly ReadinessCheck[]) {
         ready ? 200 : 503,
       )
     })
-}
-
-function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms)
-    }),
-  ]).finally(() => clearTimeout(timer))
 }
