@@ -1,58 +1,12 @@
-import { and, eq, inArray, isNull, lt, or, sql } from 'drizzle-orm'
+import { and, eq, lt, or, sql } from 'drizzle-orm'
+import type postgres from 'postgres'
 import type { Database, Transaction } from './client.js'
-import { type EventStatus, eventAttempts, inboundConflicts, inboundEvents } from './schema.js'
-
-export interface NewEvent {
-  source: string
-  eventId: string
-  eventType: string | null
-  payloadHash: string
-  body: Buffer
-  headers: Record<string, string>
-}
-
-export type ClaimResult =
-  | { kind: 'accepted'; id: string }
-  | { kind: 'duplicate'; id: string }
-  | { kind: 'conflict'; id: string }
-
-/**
- * The claim: one INSERT on the unique (source, event_id) index, committed on its own. Concurrent
- * deliveries of one event wait on that index, so exactly one of them is `accepted`; no prior SELECT
- * can race. A loser then reads the winner's hash to tell a retry from a conflicting reuse of the id.
- */
-export async function claimEvent(db: Database, event: NewEvent): Promise<ClaimResult> {
-  for (;;) {
-    const inserted = await db
-      .insert(inboundEvents)
-      .values(event)
-      .onConflictDoNothing({ target: [inboundEvents.source, inboundEvents.eventId] })
-      .returning({ id: inboundEvents.id })
-    if (inserted[0] !== undefined) return { kind: 'accepted', id: inserted[0].id }
-    const [existing] = await db
-      .select({ id: inboundEvents.id, payloadHash: inboundEvents.payloadHash })
-      .from(inboundEvents)
-      .where(and(eq(inboundEvents.source, event.source), eq(inboundEvents.eventId, event.eventId)))
-    // Gone between the two statements (retention deleted it): claim again.
-    if (existing === undefined) continue
-    if (existing.payloadHash === event.payloadHash) return { kind: 'duplicate', id: existing.id }
-    await db.insert(inboundConflicts).values({
-      source: event.source,
-      eventId: event.eventId,
-      payloadHash: event.payloadHash,
-      originalPayloadHash: existing.payloadHash,
-    })
-    return { kind: 'conflict', id: existing.id }
-  }
-}
+import { type EventStatus, eventAttempts, inboundEvents } from './schema.js'
 
 /** Records that jobs for these rows are in the queue, so the relay leaves them alone. */
-export async function markEnqueued(db: Database, ids: readonly string[]): Promise<void> {
+export async function markEnqueued(client: postgres.Sql, ids: readonly string[]): Promise<void> {
   if (ids.length === 0) return
-  await db
-    .update(inboundEvents)
-    .set({ enqueuedAt: sql`now()` })
-    .where(and(inArray(inboundEvents.id, [...ids]), isNull(inboundEvents.enqueuedAt)))
+  await client`update inbound_events set enqueued_at = now() where id = any(${ids}::uuid[]) and enqueued_at is null`
 }
 
 export type LeaseResult =

@@ -1,7 +1,7 @@
 import { Hono } from 'hono'
 import type { Config } from '../config/config.js'
+import type { ClaimBatcher } from '../db/claims.js'
 import type { Database } from '../db/client.js'
-import type { Failpoints } from '../failpoints.js'
 import type { Logger } from '../logger.js'
 import type { Enqueuer } from '../queue/enqueuer.js'
 import { errorBody, handleError } from './errors.js'
@@ -11,9 +11,9 @@ import { webhookRoutes } from './routes/webhooks.js'
 export interface AppDependencies {
   config: Config
   db: Database
+  claims: ClaimBatcher
   enqueuer: Enqueuer
   logger: Logger
-  failpoints: Failpoints
   readiness: readonly ReadinessCheck[]
 }
 

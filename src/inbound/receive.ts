@@ -1,9 +1,7 @@
 import { createHash } from 'node:crypto'
 import type { Source } from '../config/config.js'
-import type { Database } from '../db/client.js'
+import type { ClaimBatcher } from '../db/claims.js'
 import { isLedgerUnavailable } from '../db/client.js'
-import { claimEvent } from '../db/events.js'
-import type { Failpoints } from '../failpoints.js'
 import type { RejectionCode } from './verifiers/index.js'
 
 export type ReceiveOutcome =
@@ -15,8 +13,7 @@ export type ReceiveOutcome =
   | { kind: 'ledger_unavailable'; cause: unknown }
 
 export interface ReceiveDependencies {
-  db: Database
-  failpoints: Failpoints
+  claims: ClaimBatcher
   now?: () => number
 }
 
@@ -42,9 +39,7 @@ export async function receiveDelivery(
     headers: { ...pickHeaders(headers), ...verification.keptHeaders },
   }
   try {
-    deps.failpoints.hit('receive.before_commit')
-    const claim = await claimEvent(deps.db, event)
-    deps.failpoints.hit('receive.after_commit')
+    const claim = await deps.claims.claim(event)
     return claim.kind === 'conflict' ? { ...claim, eventId: event.eventId } : claim
   } catch (error) {
     if (isLedgerUnavailable(error)) return { kind: 'ledger_unavailable', cause: error }

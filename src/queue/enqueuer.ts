@@ -1,5 +1,5 @@
 import type { Queue } from 'bullmq'
-import type { Database } from '../db/client.js'
+import type postgres from 'postgres'
 import { markEnqueued } from '../db/events.js'
 import { withDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
@@ -20,7 +20,7 @@ export interface Enqueuer {
 
 export function createEnqueuer(deps: {
   queue: Queue<ProcessEventData>
-  db: Database
+  sql: postgres.Sql
   logger: Logger
   failpoints: Failpoints
 }): Enqueuer {
@@ -41,7 +41,7 @@ export function createEnqueuer(deps: {
       ADD_DEADLINE_MS,
       `Redis did not take ${ids.length} job(s) within ${ADD_DEADLINE_MS} ms`,
     )
-    await markEnqueued(deps.db, ids)
+    await markEnqueued(deps.sql, ids)
   }
 
   const flush = () => {

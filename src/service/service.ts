@@ -4,6 +4,7 @@ import { Queue } from 'bullmq'
 import { sql } from 'drizzle-orm'
 import { type Config, ConfigError, loadConfig } from '../config/config.js'
 import type { Environment } from '../config/env.js'
+import { createClaimBatcher } from '../db/claims.js'
 import { openLedger } from '../db/client.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
 import { settlesWithin } from '../deadline.js'
@@ -69,17 +70,21 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     defaultJobOptions: processEventJobOptions,
   })
   queue.on('error', () => {})
-  const enqueuer = createEnqueuer({ queue, db: ledger.db, logger, failpoints })
+  const enqueuer = createEnqueuer({ queue, sql: ledger.sql, logger, failpoints })
 
   let server: ServerType | undefined
   let url: string | undefined
   if (role !== 'worker') {
+    const claims = createClaimBatcher(ledger.sql, {
+      beforeCommit: () => failpoints.hit('receive.before_commit'),
+      afterCommit: () => failpoints.hit('receive.after_commit'),
+    })
     const app = createApp({
       config,
       db: ledger.db,
+      claims,
       enqueuer,
       logger,
-      failpoints,
       readiness: [
         { name: 'postgres', check: () => ledger.db.execute(sql`select 1`) },
         { name: 'redis', check: () => producer.ping() },

@@ -2,6 +2,7 @@ import { Queue } from 'bullmq'
 import { eq } from 'drizzle-orm'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createClaimBatcher } from '../../src/db/claims.js'
 import { openLedger } from '../../src/db/client.js'
 import { inboundConflicts, inboundEvents } from '../../src/db/schema.js'
 import { noFailpoints } from '../../src/failpoints.js'
@@ -219,13 +220,14 @@ describe('POST /webhooks/:source — the HTTP contract', () => {
     const connection = new Redis(testRedisUrl(), { maxRetriesPerRequest: 1, enableOfflineQueue: false })
     const queue = new Queue(INBOUND_QUEUE, { connection, prefix: uniquePrefix() })
     const logger = createLogger('silent')
-    const enqueuer = createEnqueuer({ queue, db: unreachable.db, logger, failpoints: noFailpoints })
+    const enqueuer = createEnqueuer({ queue, sql: unreachable.sql, logger, failpoints: noFailpoints })
+    const claims = createClaimBatcher(unreachable.sql)
     const app = createApp({
       config: testConfig(),
       db: unreachable.db,
+      claims,
       enqueuer,
       logger,
-      failpoints: noFailpoints,
       readiness: [],
     })
     try {

@@ -2,7 +2,7 @@ import { Queue } from 'bullmq'
 import { eq, sql } from 'drizzle-orm'
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { claimEvent } from '../../src/db/events.js'
+import { claimEvents, type NewEvent } from '../../src/db/claims.js'
 import { inboundEvents } from '../../src/db/schema.js'
 import type { EventHandler } from '../../src/handlers/types.js'
 import { INBOUND_QUEUE, PROCESS_EVENT, processEventJobId } from '../../src/queue/jobs.js'
@@ -36,6 +36,12 @@ const recordingHandler =
     await hold
     await tx.execute(sql`insert into handler_effects (event_id) values (${eventId})`)
   }
+
+async function claimOne(event: NewEvent) {
+  const [claim] = await claimEvents(database.sql, [event])
+  if (claim === undefined) throw new Error('no claim result')
+  return claim
+}
 
 async function effects(eventId: string) {
   return (await database.sql`select count(*)::int as n from handler_effects where event_id = ${eventId}`)[0]
@@ -109,7 +115,7 @@ describe('exactly once under duplicates', () => {
 describe('relay', () => {
   it('enqueues a committed row that never got a job, and it reaches DONE', async () => {
     const calls: string[] = []
-    const claim = await claimEvent(database.db, {
+    const claim = await claimOne({
       source: 'acme',
       eventId: 'evt_unqueued',
       eventType: 'lost.enqueue',
@@ -124,7 +130,7 @@ describe('relay', () => {
 
   it('re-enqueues a row whose job vanished from Redis', async () => {
     const calls: string[] = []
-    const claim = await claimEvent(database.db, {
+    const claim = await claimOne({
       source: 'acme',
       eventId: 'evt_job_lost',
       eventType: null,
@@ -146,7 +152,7 @@ describe('relay', () => {
     const calls: string[] = []
     const ids: string[] = []
     for (let i = 0; i < 20; i++) {
-      const claim = await claimEvent(database.db, {
+      const claim = await claimOne({
         source: 'acme',
         eventId: `evt_many_relays_${i}`,
         eventType: null,

@@ -24,10 +24,7 @@ export interface Child {
   kill(signal?: NodeJS.Signals): Promise<NodeJS.Signals | number | null>
 }
 
-/**
- * Starts a hookledger process (a TypeScript entry run through tsx) and waits until it answers
- * /healthz, or the worker-only process has logged that it started.
- */
+/** Starts a hookledger process (a TypeScript entry run through tsx) and waits until it answers /healthz. */
 export async function startChild(
   entry: string[],
   env: Record<string, string>,
@@ -55,9 +52,7 @@ export async function startChild(
     if (child.exitCode !== null || child.signalCode !== null) {
       throw new Error(`child exited before it was ready:\n${output}`)
     }
-    if (output.includes('hookledger listening') || output.includes('hookledger worker started')) {
-      if (!output.includes('hookledger listening') || (await answers(`${url}/healthz`))) break
-    }
+    if (await answers(`${url}/healthz`)) break
     if (Date.now() > deadline) {
       child.kill('SIGKILL')
       throw new Error(`child not ready within 30 s:\n${output}`)

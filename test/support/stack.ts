@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { Queue } from 'bullmq'
 import { Redis } from 'ioredis'
 import { buildConfig, type Config } from '../../src/config/config.js'
+import { createClaimBatcher } from '../../src/db/claims.js'
 import { noFailpoints } from '../../src/failpoints.js'
 import { createApp } from '../../src/http/app.js'
 import { createLogger } from '../../src/logger.js'
@@ -53,15 +54,9 @@ export async function createApiStack(config: Config = testConfig()): Promise<Api
     prefix: uniquePrefix(),
     defaultJobOptions: processEventJobOptions,
   })
-  const enqueuer = createEnqueuer({ queue, db: database.db, logger, failpoints: noFailpoints })
-  const app = createApp({
-    config,
-    db: database.db,
-    enqueuer,
-    logger,
-    failpoints: noFailpoints,
-    readiness: [],
-  })
+  const enqueuer = createEnqueuer({ queue, sql: database.sql, logger, failpoints: noFailpoints })
+  const claims = createClaimBatcher(database.sql)
+  const app = createApp({ config, db: database.db, claims, enqueuer, logger, readiness: [] })
   return {
     database,
     queue,

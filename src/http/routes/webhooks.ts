@@ -1,8 +1,7 @@
 import { Hono, type MiddlewareHandler } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
 import type { Config, Source } from '../../config/config.js'
-import type { Database } from '../../db/client.js'
-import type { Failpoints } from '../../failpoints.js'
+import type { ClaimBatcher } from '../../db/claims.js'
 import { type ReceiveOutcome, receiveDelivery } from '../../inbound/receive.js'
 import type { RejectionCode } from '../../inbound/verifiers/index.js'
 import type { Logger } from '../../logger.js'
@@ -11,9 +10,8 @@ import { ApiError } from '../errors.js'
 
 export interface WebhookRouteDependencies {
   config: Config
-  db: Database
+  claims: ClaimBatcher
   enqueuer: Enqueuer
-  failpoints: Failpoints
   logger: Logger
 }
 

@@ -1,0 +1,143 @@
+import type postgres from 'postgres'
+
+export interface NewEvent {
+  source: string
+  eventId: string
+  eventType: string | null
+  payloadHash: string
+  body: Buffer
+  headers: Record<string, string>
+}
+
+export type ClaimResult =
+  | { kind: 'accepted'; id: string }
+  | { kind: 'duplicate'; id: string }
+  | { kind: 'conflict'; id: string }
+
+const key = (source: string, eventId: string) => `${source}\u0000${eventId}`
+
+/**
+ * The claim: one INSERT … ON CONFLICT DO NOTHING on the unique (source, event_id) index, committed
+ * on its own, for any number of deliveries. Concurrent deliveries of one event meet on that index, so
+ * exactly one is `accepted` and no prior SELECT can race. The others then read the winner's hash to
+ * tell a retry (duplicate) from a reuse of the id with another body (conflict, recorded as evidence).
+ */
+export async function claimEvents(sql: postgres.Sql, events: readonly NewEvent[]): Promise<ClaimResult[]> {
+  if (events.length === 0) return []
+  // Arrays, one per column, unnested in order: the first delivery of a key in the batch wins. Bodies
+  // travel as hex because postgres-js sends no bytea arrays.
+  const inserted = await sql<Array<{ id: string; source: string; event_id: string }>>`
+    insert into inbound_events (source, event_id, event_type, payload_hash, body, headers)
+    select source, event_id, event_type, payload_hash, decode(body, 'hex'), headers::jsonb
+    from unnest(
+      ${events.map((e) => e.source)}::text[],
+      ${events.map((e) => e.eventId)}::text[],
+      ${events.map((e) => e.eventType)}::text[],
+      ${events.map((e) => e.payloadHash)}::text[],
+      ${events.map((e) => e.body.toString('hex'))}::text[],
+      ${events.map((e) => JSON.stringify(e.headers))}::text[]
+    ) with ordinality as input(source, event_id, event_type, payload_hash, body, headers, position)
+    order by position
+    on conflict (source, event_id) do nothing
+    returning id, source, event_id`
+  const insertedIds = new Map(inserted.map((row) => [key(row.source, row.event_id), row.id]))
+
+  // A key inserted by this statement is accepted for its first delivery in the batch only.
+  const results: Array<ClaimResult | undefined> = []
+  const unresolved: number[] = []
+  for (const [index, event] of events.entries()) {
+    const k = key(event.source, event.eventId)
+    const id = insertedIds.get(k)
+    if (id !== undefined) {
+      insertedIds.delete(k)
+      results[index] = { kind: 'accepted', id }
+    } else {
+      unresolved.push(index)
+    }
+  }
+  if (unresolved.length > 0) {
+    const existing = await sql<Array<{ id: string; source: string; event_id: string; payload_hash: string }>>`
+      select id, source, event_id, payload_hash from inbound_events
+      where (source, event_id) in (
+        select * from unnest(
+          ${unresolved.map((i) => events[i]?.source ?? '')}::text[],
+          ${unresolved.map((i) => events[i]?.eventId ?? '')}::text[]))`
+    const byKey = new Map(existing.map((row) => [key(row.source, row.event_id), row]))
+    const retry: number[] = []
+    for (const index of unresolved) {
+      const event = events[index]
+      if (event === undefined) continue
+      const original = byKey.get(key(event.source, event.eventId))
+      if (original === undefined) {
+        retry.push(index) // deleted (retention) between the two statements: claim it again
+      } else if (original.payload_hash === event.payloadHash) {
+        results[index] = { kind: 'duplicate', id: original.id }
+      } else {
+        await sql`
+          insert into inbound_conflicts (source, event_id, payload_hash, original_payload_hash)
+          values (${event.source}, ${event.eventId}, ${event.payloadHash}, ${original.payload_hash})`
+        results[index] = { kind: 'conflict', id: original.id }
+      }
+    }
+    if (retry.length > 0) {
+      const again = await claimEvents(
+        sql,
+        retry.flatMap((i) => events[i] ?? []),
+      )
+      for (const [position, index] of retry.entries()) results[index] = again[position]
+    }
+  }
+  return results.flatMap((result) => result ?? [])
+}
+
+export interface ClaimBatcher {
+  claim(event: NewEvent): Promise<ClaimResult>
+}
+
+const MAX_BATCH = 100
+
+/**
+ * Gathers the claims of concurrent requests into one statement and one commit (group commit by
+ * hand), so the ledger's per-request cost falls with load; each request is still answered only after
+ * the statement holding its own row has committed.
+ */
+export function createClaimBatcher(
+  sql: postgres.Sql,
+  hooks: { beforeCommit?: () => void; afterCommit?: () => void } = {},
+): ClaimBatcher {
+  type Waiting = { event: NewEvent; resolve: (result: ClaimResult) => void; reject: (error: unknown) => void }
+  let waiting: Waiting[] = []
+
+  const flush = () => {
+    const batch = waiting
+    waiting = []
+    if (batch.length === 0) return
+    hooks.beforeCommit?.()
+    claimEvents(
+      sql,
+      batch.map((entry) => entry.event),
+    ).then(
+      (results) => {
+        hooks.afterCommit?.()
+        for (const [index, entry] of batch.entries()) {
+          const result = results[index]
+          if (result === undefined) entry.reject(new Error('claim left a delivery without a result'))
+          else entry.resolve(result)
+        }
+      },
+      (error: unknown) => {
+        for (const entry of batch) entry.reject(error)
+      },
+    )
+  }
+
+  return {
+    claim(event) {
+      return new Promise<ClaimResult>((resolve, reject) => {
+        waiting.push({ event, resolve, reject })
+        if (waiting.length === 1) setImmediate(flush)
+        else if (waiting.length >= MAX_BATCH) flush()
+      })
+    },
+  }
+}

@@ -1,0 +1,57 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { claimEvents, createClaimBatcher, type NewEvent } from '../../src/db/claims.js'
+import { createTestDatabase, type TestDatabase } from '../support/database.js'
+
+let database: TestDatabase
+
+beforeAll(async () => {
+  database = await createTestDatabase()
+})
+afterAll(async () => {
+  await database.drop()
+})
+
+const event = (eventId: string, payloadHash: string, eventType: string | null = null): NewEvent => ({
+  source: 'acme',
+  eventId,
+  eventType,
+  payloadHash,
+  body: Buffer.from([0, 255, 10, 13, 92, 34]),
+  headers: { 'webhook-id': eventId },
+})
+
+describe('claims in one statement', () => {
+  it('accepts the first delivery of a key in a batch; later ones are duplicates or conflicts', async () => {
+    const results = await claimEvents(database.sql, [
+      event('batch_a', 'h1', 'type.a'),
+      event('batch_a', 'h1'),
+      event('batch_b', 'h2'),
+      event('batch_a', 'h9'),
+    ])
+    expect(results.map((r) => r.kind)).toEqual(['accepted', 'duplicate', 'accepted', 'conflict'])
+    expect(results[1]?.id).toBe(results[0]?.id)
+    expect(results[3]?.id).toBe(results[0]?.id)
+    const [row] =
+      await database.sql`select event_type, body, headers, payload_hash from inbound_events where event_id = 'batch_a'`
+    expect(row).toMatchObject({
+      event_type: 'type.a',
+      payload_hash: 'h1',
+      headers: { 'webhook-id': 'batch_a' },
+    })
+    expect(Buffer.compare(row?.body, Buffer.from([0, 255, 10, 13, 92, 34]))).toBe(0)
+    const conflicts = await database.sql`select * from inbound_conflicts where event_id = 'batch_a'`
+    expect(conflicts).toHaveLength(1)
+  })
+
+  it('gathers concurrent claims into batches and answers each with its own result', async () => {
+    const batcher = createClaimBatcher(database.sql)
+    const results = await Promise.all(
+      Array.from({ length: 250 }, (_, i) => batcher.claim(event(`concurrent_${i % 100}`, `h${i % 100}`))),
+    )
+    expect(results.filter((r) => r.kind === 'accepted')).toHaveLength(100)
+    expect(results.filter((r) => r.kind === 'duplicate')).toHaveLength(150)
+    const [count] =
+      await database.sql`select count(*)::int as n from inbound_events where event_id like 'concurrent_%'`
+    expect(count?.n).toBe(100)
+  })
+})
