@@ -1,7 +1,10 @@
-import { and, eq, lt, or, sql } from 'drizzle-orm'
+import { sql } from 'drizzle-orm'
 import type postgres from 'postgres'
-import type { Database, Transaction } from './client.js'
-import { type EventStatus, eventAttempts, inboundEvents } from './schema.js'
+import type { Transaction } from './client.js'
+import type { EventStatus } from './schema.js'
+
+// The worker's statements, in SQL rather than drizzle's builder: they run several times per event
+// on the hot path, where the builder costs more than the statement (see src/db/claims.ts).
 
 /** Records that jobs for these rows are in the queue, so the relay leaves them alone. */
 export async function markEnqueued(client: postgres.Sql, ids: readonly string[]): Promise<void> {
@@ -9,8 +12,20 @@ export async function markEnqueued(client: postgres.Sql, ids: readonly string[])
   await client`update inbound_events set enqueued_at = now() where id = any(${ids}::uuid[]) and enqueued_at is null`
 }
 
+/** What a worker needs of a leased row. */
+export interface LeasedEvent {
+  id: string
+  source: string
+  eventId: string
+  eventType: string | null
+  body: Buffer
+  headers: Record<string, string>
+  /** This attempt's number, crashed attempts included. */
+  attempts: number
+}
+
 export type LeaseResult =
-  | { kind: 'leased'; row: typeof inboundEvents.$inferSelect }
+  | { kind: 'leased'; row: LeasedEvent }
   | { kind: 'finished'; status: EventStatus }
   | { kind: 'held'; until: Date }
   | { kind: 'missing' }
@@ -21,39 +36,49 @@ export type LeaseResult =
  * lease expires.
  */
 export async function leaseEvent(
-  db: Database,
+  client: postgres.Sql,
   id: string,
   token: string,
   leaseMs: number,
 ): Promise<LeaseResult> {
-  const [row] = await db
-    .update(inboundEvents)
-    .set({
-      status: 'processing',
-      attempts: sql`${inboundEvents.attempts} + 1`,
-      leaseToken: token,
-      leaseUntil: sql`now() + ${`${leaseMs} milliseconds`}::interval`,
-      enqueuedAt: sql`coalesce(${inboundEvents.enqueuedAt}, now())`,
-      updatedAt: sql`now()`,
-    })
-    .where(
-      and(
-        eq(inboundEvents.id, id),
-        or(
-          eq(inboundEvents.status, 'pending'),
-          and(eq(inboundEvents.status, 'processing'), lt(inboundEvents.leaseUntil, sql`now()`)),
-        ),
-      ),
-    )
-    .returning()
-  if (row !== undefined) return { kind: 'leased', row }
-  const [current] = await db
-    .select({ status: inboundEvents.status, leaseUntil: inboundEvents.leaseUntil })
-    .from(inboundEvents)
-    .where(eq(inboundEvents.id, id))
+  const [row] = await client<
+    Array<{
+      id: string
+      source: string
+      event_id: string
+      event_type: string | null
+      body: Buffer
+      headers: Record<string, string>
+      attempts: number
+    }>
+  >`
+    update inbound_events
+    set status = 'processing', attempts = attempts + 1, lease_token = ${token},
+        lease_until = now() + ${leaseMs} * interval '1 millisecond',
+        enqueued_at = coalesce(enqueued_at, now()), updated_at = now()
+    where id = ${id}
+      and (status = 'pending' or (status = 'processing' and lease_until < now()))
+    returning id, source, event_id, event_type, body, headers, attempts`
+  if (row !== undefined) {
+    return {
+      kind: 'leased',
+      row: {
+        id: row.id,
+        source: row.source,
+        eventId: row.event_id,
+        eventType: row.event_type,
+        body: row.body,
+        headers: row.headers,
+        attempts: row.attempts,
+      },
+    }
+  }
+  const [current] = await client<Array<{ status: EventStatus; lease_until: string | Date | null }>>`
+    select status, lease_until from inbound_events where id = ${id}`
   if (current === undefined) return { kind: 'missing' }
-  if (current.status === 'processing' && current.leaseUntil !== null)
-    return { kind: 'held', until: current.leaseUntil }
+  if (current.status === 'processing' && current.lease_until !== null) {
+    return { kind: 'held', until: new Date(current.lease_until) }
+  }
   return { kind: 'finished', status: current.status }
 }
 
@@ -62,11 +87,9 @@ export async function leaseEvent(
  * take the row over, even after the lease runs out; false means another worker already did.
  */
 export async function lockLeasedEvent(tx: Transaction, id: string, token: string): Promise<boolean> {
-  const rows = await tx
-    .select({ id: inboundEvents.id })
-    .from(inboundEvents)
-    .where(and(eq(inboundEvents.id, id), eq(inboundEvents.leaseToken, token)))
-    .for('update')
+  const rows = await tx.execute(
+    sql`select id from inbound_events where id = ${id} and lease_token = ${token} for update`,
+  )
   return rows.length === 1
 }
 
@@ -79,19 +102,17 @@ export interface AttemptRecord {
 
 /** Marks the row DONE in the handler's own transaction, so its writes and the mark commit together. */
 export async function markDone(tx: Transaction, id: string, record: AttemptRecord): Promise<void> {
-  await tx
-    .update(inboundEvents)
-    .set({
-      status: 'done',
-      processedAt: sql`now()`,
-      lastError: null,
-      leaseToken: null,
-      leaseUntil: null,
-      nextAttemptAt: null,
-      updatedAt: sql`now()`,
-    })
-    .where(eq(inboundEvents.id, id))
-  await tx.insert(eventAttempts).values({ eventRowId: id, outcome: 'done', ...record })
+  await tx.execute(sql`
+    with done as (
+      update inbound_events
+      set status = 'done', processed_at = now(), last_error = null, lease_token = null,
+          lease_until = null, next_attempt_at = null, updated_at = now()
+      where id = ${id}
+      returning id)
+    insert into event_attempts (event_row_id, attempt, outcome, response_status, response_excerpt, started_at)
+    select id, ${record.attempt}, 'done', ${record.responseStatus ?? null}, ${record.responseExcerpt ?? null},
+           ${record.startedAt.toISOString()}::timestamptz
+    from done`)
 }
 
 /**
@@ -99,34 +120,25 @@ export async function markDone(tx: Transaction, id: string, record: AttemptRecor
  * are used up. Guarded by the lease token, so a worker that lost its lease cannot overwrite the row.
  */
 export async function markAttemptFailed(
-  db: Database,
+  client: postgres.Sql,
   id: string,
   token: string,
   record: AttemptRecord & { error: string; final: boolean; retryAt: Date },
 ): Promise<EventStatus | undefined> {
-  return db.transaction(async (tx) => {
-    const [row] = await tx
-      .update(inboundEvents)
-      .set({
-        status: record.final ? 'failed' : 'pending',
-        lastError: record.error,
-        nextAttemptAt: record.final ? null : record.retryAt,
-        leaseToken: null,
-        leaseUntil: null,
-        updatedAt: sql`now()`,
-      })
-      .where(and(eq(inboundEvents.id, id), eq(inboundEvents.leaseToken, token)))
-      .returning({ status: inboundEvents.status })
-    if (row === undefined) return undefined
-    await tx.insert(eventAttempts).values({
-      eventRowId: id,
-      outcome: 'error',
-      attempt: record.attempt,
-      startedAt: record.startedAt,
-      error: record.error,
-      responseStatus: record.responseStatus,
-      responseExcerpt: record.responseExcerpt,
-    })
-    return row.status
-  })
+  const [row] = await client<Array<{ status: EventStatus }>>`
+    with failed as (
+      update inbound_events
+      set status = ${record.final ? 'failed' : 'pending'}::event_status, last_error = ${record.error},
+          next_attempt_at = ${record.final ? null : record.retryAt.toISOString()}::timestamptz,
+          lease_token = null, lease_until = null, updated_at = now()
+      where id = ${id} and lease_token = ${token}
+      returning id, status),
+    attempt as (
+      insert into event_attempts
+        (event_row_id, attempt, outcome, error, response_status, response_excerpt, started_at)
+      select id, ${record.attempt}, 'error', ${record.error}, ${record.responseStatus ?? null},
+             ${record.responseExcerpt ?? null}, ${record.startedAt.toISOString()}::timestamptz
+      from failed)
+    select status from failed`
+  return row?.status
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { DelayedError, type Job, Worker } from 'bullmq'
 import type { Redis } from 'ioredis'
+import type postgres from 'postgres'
 import type { ConfigFile } from '../config/config.js'
 import type { Database } from '../db/client.js'
 import { leaseEvent, lockLeasedEvent, markAttemptFailed, markDone } from '../db/events.js'
@@ -14,6 +15,7 @@ export interface WorkerDependencies {
   connection: Redis
   prefix: string
   db: Database
+  sql: postgres.Sql
   handlers: ReadonlyMap<string, EventHandler>
   settings: ConfigFile['worker']
   logger: Logger
@@ -57,7 +59,7 @@ export function startWorker(deps: WorkerDependencies): Worker<ProcessEventData> 
 async function processEvent(deps: WorkerDependencies, job: Job<ProcessEventData>, token: string | undefined) {
   const { eventRowId } = processEventData.parse(job.data)
   const leaseToken = randomUUID()
-  const lease = await leaseEvent(deps.db, eventRowId, leaseToken, deps.settings.leaseMs)
+  const lease = await leaseEvent(deps.sql, eventRowId, leaseToken, deps.settings.leaseMs)
   const log = deps.logger.child({ eventRowId, jobId: job.id })
   switch (lease.kind) {
     case 'missing':
@@ -110,7 +112,7 @@ async function processEvent(deps: WorkerDependencies, job: Job<ProcessEventData>
     )
     const details: HandlerResult = error instanceof HandlerError ? error.details : {}
     const message = error instanceof Error ? error.message : String(error)
-    const status = await markAttemptFailed(deps.db, row.id, leaseToken, {
+    const status = await markAttemptFailed(deps.sql, row.id, leaseToken, {
       attempt: row.attempts,
       startedAt,
       error: message.slice(0, 2000),

@@ -110,6 +110,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           connection: consumer,
           prefix: queuePrefix,
           db: ledger.db,
+          sql: ledger.sql,
           handlers,
           settings: config.file.worker,
           logger,
