@@ -25,3 +25,11 @@ export function createApp(deps: AppDependencies) {
     .notFound((c) => c.json(errorBody('not_found', `no route for ${c.req.method} ${c.req.path}`), 404))
     .onError(handleError(deps.logger))
 }
+
+/** The app of a worker-only process: health and readiness, nothing that receives. */
+export function createHealthApp(readiness: readonly ReadinessCheck[], logger: Logger) {
+  return new Hono()
+    .route('/', healthRoutes(readiness))
+    .notFound((c) => c.json(errorBody('not_found', `no route for ${c.req.method} ${c.req.path}`), 404))
+    .onError(handleError(logger))
+}

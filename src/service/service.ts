@@ -11,7 +11,8 @@ import { settlesWithin } from '../deadline.js'
 import { createFailpoints } from '../failpoints.js'
 import { forwardHandler } from '../handlers/forward.js'
 import type { EventHandler } from '../handlers/types.js'
-import { createApp } from '../http/app.js'
+import { createApp, createHealthApp } from '../http/app.js'
+import type { ReadinessCheck } from '../http/routes/health.js'
 import { createLogger, type Logger } from '../logger.js'
 import { consumerConnection, producerConnection } from '../queue/connections.js'
 import { createEnqueuer } from '../queue/enqueuer.js'
@@ -37,8 +38,8 @@ export interface ServiceOptions {
 }
 
 export interface Service {
-  /** The api's base URL (absent for the worker role). */
-  url: string | undefined
+  /** The base URL: the whole api, or only /healthz and /readyz for the worker role. */
+  url: string
   deploymentId: string
   queuePrefix: string
   /** Stops accepting, drains running jobs, then closes the queue, Redis and Postgres, in that order. */
@@ -72,34 +73,34 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   queue.on('error', () => {})
   const enqueuer = createEnqueuer({ queue, sql: ledger.sql, logger, failpoints })
 
-  let server: ServerType | undefined
-  let url: string | undefined
-  if (role !== 'worker') {
-    const claims = createClaimBatcher(ledger.sql, {
-      beforeCommit: () => failpoints.hit('receive.before_commit'),
-      afterCommit: () => failpoints.hit('receive.after_commit'),
-    })
-    const app = createApp({
-      config,
-      db: ledger.db,
-      claims,
-      enqueuer,
-      logger,
-      readiness: [
-        { name: 'postgres', check: () => ledger.db.execute(sql`select 1`) },
-        { name: 'redis', check: () => producer.ping() },
-      ],
-    })
-    server = await new Promise<ServerType>((resolve) => {
-      const started = serve({ fetch: app.fetch, port: env.PORT, hostname: env.HOST }, () => resolve(started))
-    })
-    const address = server.address() as AddressInfo
-    url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
-    logger.info(
-      { url, role, deploymentId, queuePrefix, sources: [...config.sources.keys()] },
-      'hookledger listening',
-    )
-  }
+  const readiness: ReadinessCheck[] = [
+    { name: 'postgres', check: () => ledger.db.execute(sql`select 1`) },
+    { name: 'redis', check: () => producer.ping() },
+  ]
+  // A worker-only process serves /healthz and /readyz alone, so orchestrators can watch it too.
+  const app =
+    role === 'worker'
+      ? createHealthApp(readiness, logger)
+      : createApp({
+          config,
+          db: ledger.db,
+          claims: createClaimBatcher(ledger.sql, {
+            beforeCommit: () => failpoints.hit('receive.before_commit'),
+            afterCommit: () => failpoints.hit('receive.after_commit'),
+          }),
+          enqueuer,
+          logger,
+          readiness,
+        })
+  const server = await new Promise<ServerType>((resolve) => {
+    const started = serve({ fetch: app.fetch, port: env.PORT, hostname: env.HOST }, () => resolve(started))
+  })
+  const address = server.address() as AddressInfo
+  const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
+  logger.info(
+    { url, role, deploymentId, queuePrefix, sources: [...config.sources.keys()] },
+    'hookledger listening',
+  )
 
   const consumer = runsWorker ? consumerConnection(env.REDIS_URL) : undefined
   consumer?.on('error', () => {})
@@ -129,10 +130,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     queuePrefix,
     close() {
       closing ??= (async () => {
-        if (server !== undefined) {
-          const closed = server
-          await new Promise<void>((resolve) => closed.close(() => resolve()))
-        }
+        await new Promise<void>((resolve) => server.close(() => resolve()))
         await settlesWithin(enqueuer.drain(), 3000)
         await settlesWithin(relay?.stop() ?? Promise.resolve(), 3000)
         // Running handlers get a deadline to finish; after it, their rows stay leased and another

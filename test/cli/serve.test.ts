@@ -97,6 +97,41 @@ describe('hookledger serve', () => {
     }
   })
 
+  it('runs api and worker as separate processes on one Postgres and one Redis', async () => {
+    const sink = await startSink(() => ({ status: 200 }))
+    const configPath = writeConfig('roles.json', {
+      sources: [
+        {
+          id: 'acme',
+          verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
+          handler: { type: 'forward', url: sink.url },
+        },
+      ],
+    })
+    const env = { DATABASE_URL: database.url, REDIS_URL: testRedisUrl() }
+    const api = await startChild([CLI, 'serve', '--role', 'api', '--config', configPath], env)
+    const worker = await startChild([CLI, 'serve', '--role', 'worker', '--config', configPath], env)
+    try {
+      // The worker answers health checks but receives nothing.
+      expect((await fetch(`${worker.url}/readyz`)).status).toBe(200)
+      expect((await fetch(`${worker.url}/webhooks/acme`, { method: 'POST', body: '{}' })).status).toBe(404)
+      const body = '{"type":"split.roles"}'
+      const response = await fetch(`${api.url}/webhooks/acme`, {
+        method: 'POST',
+        body,
+        headers: signedHeaders(body, { id: 'evt_split_roles' }),
+      })
+      expect(response.status).toBe(200)
+      await expect.poll(() => sink.received.length, { timeout: 15_000 }).toBe(1)
+      expect(api.output()).not.toContain('hookledger worker started')
+      expect(worker.output()).toContain('hookledger worker started')
+    } finally {
+      await api.kill()
+      await worker.kill()
+      await sink.close()
+    }
+  })
+
   it('answers /readyz with 503 naming the store that is down', async () => {
     const configPath = writeConfig('ready.json', {
       sources: [{ id: 'acme', verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] } }],

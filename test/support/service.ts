@@ -42,7 +42,7 @@ export async function startTestService(
   return {
     service,
     database,
-    url: service.url ?? '',
+    url: service.url,
     async close() {
       await service.close()
       if (options.database === undefined) await database.drop()
