@@ -22,6 +22,7 @@ export interface LeasedEvent {
   headers: Record<string, string>
   /** This attempt's number, crashed attempts included. */
   attempts: number
+  receivedAt: Date
 }
 
 export type LeaseResult =
@@ -50,6 +51,7 @@ export async function leaseEvent(
       body: Buffer
       headers: Record<string, string>
       attempts: number
+      received_at: string | Date
     }>
   >`
     update inbound_events
@@ -58,7 +60,7 @@ export async function leaseEvent(
         enqueued_at = coalesce(enqueued_at, now()), updated_at = now()
     where id = ${id}
       and (status = 'pending' or (status = 'processing' and lease_until < now()))
-    returning id, source, event_id, event_type, body, headers, attempts`
+    returning id, source, event_id, event_type, body, headers, attempts, received_at`
   if (row !== undefined) {
     return {
       kind: 'leased',
@@ -70,6 +72,7 @@ export async function leaseEvent(
         body: row.body,
         headers: row.headers,
         attempts: row.attempts,
+        receivedAt: new Date(row.received_at),
       },
     }
   }

@@ -9,6 +9,7 @@ import { DeadlineError, withDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
 import { type EventHandler, HandlerError, type HandlerResult } from '../handlers/types.js'
 import type { Logger } from '../logger.js'
+import type { Metrics } from '../metrics.js'
 import { INBOUND_QUEUE, type ProcessEventData, processEventData } from './jobs.js'
 
 export interface WorkerDependencies {
@@ -19,6 +20,7 @@ export interface WorkerDependencies {
   handlers: ReadonlyMap<string, EventHandler>
   settings: ConfigFile['worker']
   logger: Logger
+  metrics: Metrics
   failpoints: Failpoints
 }
 
@@ -100,6 +102,11 @@ async function processEvent(deps: WorkerDependencies, job: Job<ProcessEventData>
       await markDone(tx, row.id, { attempt: row.attempts, startedAt, ...(result ?? {}) })
     })
     deps.failpoints.hit('worker.after_done')
+    deps.metrics.attempts.inc({ source: row.source, result: 'done' })
+    deps.metrics.processingSeconds.observe(
+      { source: row.source, status: 'done' },
+      (Date.now() - row.receivedAt.getTime()) / 1000,
+    )
   } catch (error) {
     if (error instanceof LeaseLostError) {
       log.warn('lease taken over by another worker; leaving the row to it')
@@ -124,6 +131,13 @@ async function processEvent(deps: WorkerDependencies, job: Job<ProcessEventData>
       { attempt: row.attempts, final, err: error instanceof HandlerError ? undefined : error },
       message,
     )
+    deps.metrics.attempts.inc({ source: row.source, result: 'error' })
+    if (status === 'failed') {
+      deps.metrics.processingSeconds.observe(
+        { source: row.source, status: 'failed' },
+        (Date.now() - row.receivedAt.getTime()) / 1000,
+      )
+    }
     if (status === 'pending') {
       await job.moveToDelayed(Date.now() + delayMs, token)
       throw new DelayedError()

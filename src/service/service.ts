@@ -2,18 +2,20 @@ import type { AddressInfo } from 'node:net'
 import { type ServerType, serve } from '@hono/node-server'
 import { Queue } from 'bullmq'
 import { sql } from 'drizzle-orm'
+import type postgres from 'postgres'
 import { type Config, ConfigError, loadConfig } from '../config/config.js'
 import type { Environment } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
 import { openLedger } from '../db/client.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
-import { settlesWithin } from '../deadline.js'
+import { settlesWithin, withDeadline } from '../deadline.js'
 import { createFailpoints } from '../failpoints.js'
 import { forwardHandler } from '../handlers/forward.js'
 import type { EventHandler } from '../handlers/types.js'
 import { createApp, createHealthApp } from '../http/app.js'
 import type { ReadinessCheck } from '../http/routes/health.js'
 import { createLogger, type Logger } from '../logger.js'
+import { addGauge, createMetrics, type Metrics } from '../metrics.js'
 import { consumerConnection, producerConnection } from '../queue/connections.js'
 import { createEnqueuer } from '../queue/enqueuer.js'
 import {
@@ -73,6 +75,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   queue.on('error', () => {})
   const enqueuer = createEnqueuer({ queue, sql: ledger.sql, logger, failpoints })
 
+  const metrics = createMetrics()
+  addLedgerGauges(metrics, ledger.sql, queue)
   const readiness: ReadinessCheck[] = [
     { name: 'postgres', check: () => ledger.db.execute(sql`select 1`) },
     { name: 'redis', check: () => producer.ping() },
@@ -80,7 +84,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   // A worker-only process serves /healthz and /readyz alone, so orchestrators can watch it too.
   const app =
     role === 'worker'
-      ? createHealthApp(readiness, logger)
+      ? createHealthApp(readiness, metrics, logger)
       : createApp({
           config,
           db: ledger.db,
@@ -90,6 +94,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           }),
           enqueuer,
           logger,
+          metrics,
           readiness,
         })
   const server = await new Promise<ServerType>((resolve) => {
@@ -115,6 +120,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           handlers,
           settings: config.file.worker,
           logger,
+          metrics,
           failpoints,
         })
   const relay = runsWorker
@@ -151,6 +157,33 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       return closing
     },
   }
+}
+
+/** Read on scrape: the ledger's events by status, and the queue's jobs by state. */
+function addLedgerGauges(metrics: Metrics, client: postgres.Sql, queue: Queue<ProcessEventData>) {
+  addGauge(metrics, {
+    name: 'hookledger_events',
+    help: 'Inbound events in the ledger, by source and status',
+    labelNames: ['source', 'status'],
+    read: async () => {
+      const rows = await client<Array<{ source: string; status: string; n: number }>>`
+        select source, status::text as status, count(*)::int as n from inbound_events group by source, status`
+      return rows.map((row) => ({ labels: { source: row.source, status: row.status }, value: row.n }))
+    },
+  })
+  addGauge(metrics, {
+    name: 'hookledger_queue_jobs',
+    help: 'Jobs in the inbound queue, by state',
+    labelNames: ['state'],
+    read: async () => {
+      const counts = await withDeadline(
+        queue.getJobCounts('waiting', 'active', 'delayed', 'failed'),
+        2000,
+        'Redis did not answer the job counts',
+      )
+      return Object.entries(counts).map(([state, value]) => ({ labels: { state }, value }))
+    },
+  })
 }
 
 const SHUTDOWN_DRAIN_MS = 10_000

@@ -8,6 +8,7 @@ import { inboundConflicts, inboundEvents } from '../../src/db/schema.js'
 import { noFailpoints } from '../../src/failpoints.js'
 import { createApp } from '../../src/http/app.js'
 import { createLogger } from '../../src/logger.js'
+import { createMetrics } from '../../src/metrics.js'
 import { createEnqueuer } from '../../src/queue/enqueuer.js'
 import { INBOUND_QUEUE, processEventJobId } from '../../src/queue/jobs.js'
 import { testRedisUrl } from '../support/env.js'
@@ -229,6 +230,7 @@ describe('POST /webhooks/:source — the HTTP contract', () => {
       enqueuer,
       logger,
       readiness: [],
+      metrics: createMetrics(),
     })
     try {
       const body = '{"type":"down"}'
@@ -247,6 +249,34 @@ describe('POST /webhooks/:source — the HTTP contract', () => {
     }
   })
 })
+
+describe('GET /metrics', () => {
+  it('counts every answer of /webhooks/:source by source and outcome', async () => {
+    const text = await (await stack.app.request('/metrics')).text()
+    // The tests above sent exactly these (this file runs its tests in order).
+    const count = (outcome: string, source = 'acme') =>
+      Number(
+        text.match(
+          new RegExp(
+            `hookledger_deliveries_total\\{source="${escape(source)}",outcome="${outcome}"\\} (\\d+)`,
+          ),
+        )?.[1] ?? 0,
+      )
+    expect(count('accepted')).toBe(4)
+    expect(count('duplicate')).toBe(1)
+    expect(count('conflict')).toBe(1)
+    expect(count('invalid_signature')).toBe(1)
+    expect(count('timestamp_out_of_tolerance')).toBe(1)
+    expect(count('malformed_signature_header')).toBe(2)
+    expect(count('invalid_json')).toBe(1)
+    expect(count('payload_too_large')).toBe(2)
+    expect(count('unknown_source', '(unknown)')).toBe(1)
+  })
+})
+
+function escape(text: string) {
+  return text.replace(/[()]/g, '\\$&')
+}
 
 function omit(headers: Record<string, string>, name: string) {
   return Object.fromEntries(Object.entries(headers).filter(([key]) => key !== name))

@@ -73,6 +73,11 @@ describe('worker', () => {
     expect(done).toMatchObject({ attempts: 1, lastError: null, leaseToken: null })
     expect(done?.processedAt).toBeInstanceOf(Date)
     expect(await attempts(id)).toMatchObject([{ attempt: 1, outcome: 'done' }])
+    const metrics = await (await fetch(`${running.url}/metrics`)).text()
+    expect(metrics).toContain('hookledger_events{source="acme",status="done"} 1')
+    expect(metrics).toContain('hookledger_handler_attempts_total{source="acme",result="done"} 1')
+    expect(metrics).toContain('hookledger_event_processing_seconds_count{source="acme",status="done"} 1')
+    expect(metrics).toMatch(/hookledger_queue_jobs\{state="waiting"\} 0/)
   })
 
   it('retries a failing handler with backoff, rolls back its writes each time, and ends FAILED', async () => {

@@ -6,6 +6,7 @@ import { createClaimBatcher } from '../../src/db/claims.js'
 import { noFailpoints } from '../../src/failpoints.js'
 import { createApp } from '../../src/http/app.js'
 import { createLogger } from '../../src/logger.js'
+import { createMetrics } from '../../src/metrics.js'
 import { createEnqueuer } from '../../src/queue/enqueuer.js'
 import { INBOUND_QUEUE, type ProcessEventData, processEventJobOptions } from '../../src/queue/jobs.js'
 import { createTestDatabase, type TestDatabase } from './database.js'
@@ -56,7 +57,15 @@ export async function createApiStack(config: Config = testConfig()): Promise<Api
   })
   const enqueuer = createEnqueuer({ queue, sql: database.sql, logger, failpoints: noFailpoints })
   const claims = createClaimBatcher(database.sql)
-  const app = createApp({ config, db: database.db, claims, enqueuer, logger, readiness: [] })
+  const app = createApp({
+    config,
+    db: database.db,
+    claims,
+    enqueuer,
+    logger,
+    metrics: createMetrics(),
+    readiness: [],
+  })
   return {
     database,
     queue,

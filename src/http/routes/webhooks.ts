@@ -1,10 +1,12 @@
 import { Hono, type MiddlewareHandler } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
+import { HTTPException } from 'hono/http-exception'
 import type { Config, Source } from '../../config/config.js'
 import type { ClaimBatcher } from '../../db/claims.js'
 import { type ReceiveOutcome, receiveDelivery } from '../../inbound/receive.js'
 import type { RejectionCode } from '../../inbound/verifiers/index.js'
 import type { Logger } from '../../logger.js'
+import { type Metrics, UNKNOWN_SOURCE_LABEL } from '../../metrics.js'
 import type { Enqueuer } from '../../queue/enqueuer.js'
 import { ApiError } from '../errors.js'
 
@@ -13,6 +15,7 @@ export interface WebhookRouteDependencies {
   claims: ClaimBatcher
   enqueuer: Enqueuer
   logger: Logger
+  metrics: Metrics
 }
 
 type Variables = { source: Source }
@@ -36,11 +39,21 @@ export function webhookRoutes(deps: WebhookRouteDependencies) {
   const resolveSource: MiddlewareHandler<{ Variables: Variables }> = async (c, next) => {
     const id = c.req.param('source') ?? ''
     const source = deps.config.sources.get(id)
-    if (source === undefined)
+    if (source === undefined) {
+      deps.metrics.deliveries.inc({ source: UNKNOWN_SOURCE_LABEL, outcome: 'unknown_source' })
       throw new ApiError(404, 'unknown_source', `no source named '${id}' is configured`)
+    }
     c.set('source', source)
     const limit = limits.get(id)
-    return limit === undefined ? next() : limit(c, next)
+    if (limit === undefined) return next()
+    try {
+      return await limit(c, next)
+    } catch (error) {
+      if (error instanceof HTTPException && error.status === 413) {
+        deps.metrics.deliveries.inc({ source: id, outcome: 'payload_too_large' })
+      }
+      throw error
+    }
   }
 
   return new Hono<{ Variables: Variables }>().post('/:source', resolveSource, async (c) => {
@@ -48,6 +61,10 @@ export function webhookRoutes(deps: WebhookRouteDependencies) {
     const raw = Buffer.from(await c.req.arrayBuffer())
     const outcome = await receiveDelivery(deps, source, raw, c.req.header())
     const log = deps.logger.child({ source: source.config.id })
+    deps.metrics.deliveries.inc({
+      source: source.config.id,
+      outcome: outcome.kind === 'rejected' ? outcome.code : outcome.kind,
+    })
     switch (outcome.kind) {
       case 'accepted':
         // After the commit, never before it; the response does not wait for Redis (the relay

@@ -1,0 +1,68 @@
+import client from 'prom-client'
+
+/** Label for deliveries to a source that is not configured: keeps arbitrary URLs out of label values. */
+export const UNKNOWN_SOURCE_LABEL = '(unknown)'
+
+export interface Metrics {
+  registry: client.Registry
+  /** Every answer of `/webhooks/:source`, by source and outcome (accepted, duplicate, conflict, or the rejection code). */
+  deliveries: client.Counter<'source' | 'outcome'>
+  /** From receipt to DONE or FAILED, by source and final status. */
+  processingSeconds: client.Histogram<'source' | 'status'>
+  /** Handler attempts, by source and result. */
+  attempts: client.Counter<'source' | 'result'>
+}
+
+/**
+ * One registry per app instance (never the global one), so tests and several services in one
+ * process each count their own. Gauges that read the ledger or the queue are added by the caller
+ * with `addGauge`, and run only when /metrics is scraped.
+ */
+export function createMetrics(): Metrics {
+  const registry = new client.Registry()
+  client.collectDefaultMetrics({ register: registry, prefix: 'hookledger_process_' })
+  return {
+    registry,
+    deliveries: new client.Counter({
+      name: 'hookledger_deliveries_total',
+      help: 'Deliveries answered by /webhooks/:source, by source and outcome',
+      labelNames: ['source', 'outcome'],
+      registers: [registry],
+    }),
+    processingSeconds: new client.Histogram({
+      name: 'hookledger_event_processing_seconds',
+      help: 'Time from receipt to DONE or FAILED',
+      labelNames: ['source', 'status'],
+      buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600],
+      registers: [registry],
+    }),
+    attempts: new client.Counter({
+      name: 'hookledger_handler_attempts_total',
+      help: 'Handler attempts, by source and result (done, error)',
+      labelNames: ['source', 'result'],
+      registers: [registry],
+    }),
+  }
+}
+
+/** A gauge whose values are read on scrape: `read` returns one value per label set. */
+export function addGauge<Label extends string>(
+  metrics: Metrics,
+  options: {
+    name: string
+    help: string
+    labelNames: readonly Label[]
+    read: () => Promise<Array<{ labels: Partial<Record<Label, string>>; value: number }>>
+  },
+): void {
+  new client.Gauge<Label>({
+    name: options.name,
+    help: options.help,
+    labelNames: options.labelNames,
+    registers: [metrics.registry],
+    async collect() {
+      this.reset()
+      for (const { labels, value } of await options.read()) this.set(labels, value)
+    },
+  })
+}
