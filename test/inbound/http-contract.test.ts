@@ -258,7 +258,7 @@ describe('GET /metrics', () => {
       Number(
         text.match(
           new RegExp(
-            `hookledger_deliveries_total\\{source="${escape(source)}",outcome="${outcome}"\\} (\\d+)`,
+            `hookledger_deliveries_total\\{source="${escapeRegExp(source)}",outcome="${outcome}"\\} (\\d+)`,
           ),
         )?.[1] ?? 0,
       )
@@ -274,7 +274,7 @@ describe('GET /metrics', () => {
   })
 })
 
-function escape(text: string) {
+function escapeRegExp(text: string) {
   return text.replace(/[()]/g, '\\$&')
 }
 
