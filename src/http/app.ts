@@ -1,4 +1,5 @@
 import { Hono } from 'hono'
+import { requestId } from 'hono/request-id'
 import type { Config } from '../config/config.js'
 import type { ClaimBatcher } from '../db/claims.js'
 import type { Database } from '../db/client.js'
@@ -21,12 +22,16 @@ export interface AppDependencies {
 
 /** The HTTP app, built from its dependencies only, so tests pass a real database and their own queue. */
 export function createApp(deps: AppDependencies) {
-  return new Hono()
-    .route('/', healthRoutes(deps.readiness))
-    .route('/', metricsRoute(deps.metrics))
-    .route('/webhooks', webhookRoutes(deps))
-    .notFound((c) => c.json(errorBody('not_found', `no route for ${c.req.method} ${c.req.path}`), 404))
-    .onError(handleError(deps.logger))
+  return (
+    new Hono()
+      // Echoes a caller's X-Request-Id (or makes one) so a provider's delivery log and ours line up.
+      .use(requestId())
+      .route('/', healthRoutes(deps.readiness))
+      .route('/', metricsRoute(deps.metrics))
+      .route('/webhooks', webhookRoutes(deps))
+      .notFound((c) => c.json(errorBody('not_found', `no route for ${c.req.method} ${c.req.path}`), 404))
+      .onError(handleError(deps.logger))
+  )
 }
 
 /** `GET /metrics` in Prometheus's text format. */

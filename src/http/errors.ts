@@ -1,5 +1,6 @@
 import type { Context } from 'hono'
 import { HTTPException } from 'hono/http-exception'
+import type { RequestIdVariables } from 'hono/request-id'
 import type { ContentfulStatusCode } from 'hono/utils/http-status'
 import type { Logger } from '../logger.js'
 
@@ -27,7 +28,12 @@ export function errorBody(code: string, message: string) {
 export function handleError(logger: Logger) {
   return (error: Error, c: Context) => {
     if (error instanceof ApiError) {
-      if (error.status >= 500) logger.error({ err: error.cause ?? error, path: c.req.path }, error.message)
+      if (error.status >= 500) {
+        logger.error(
+          { err: error.cause ?? error, path: c.req.path, requestId: requestIdOf(c) },
+          error.message,
+        )
+      }
       return c.json(errorBody(error.code, error.message), error.status, error.headers)
     }
     if (error instanceof HTTPException && error.status === 413) {
@@ -39,7 +45,12 @@ export function handleError(logger: Logger) {
         error.status as ContentfulStatusCode,
       )
     }
-    logger.error({ err: error, path: c.req.path }, 'unhandled error')
+    logger.error({ err: error, path: c.req.path, requestId: requestIdOf(c) }, 'unhandled error')
     return c.json(errorBody('internal_error', 'internal error'), 500)
   }
+}
+
+/** Set by the request-id middleware; absent for errors raised before it ran. */
+function requestIdOf(c: Context<{ Variables: Partial<RequestIdVariables> }>): string | undefined {
+  return c.get('requestId')
 }

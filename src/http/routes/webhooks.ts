@@ -1,6 +1,7 @@
 import { Hono, type MiddlewareHandler } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
 import { HTTPException } from 'hono/http-exception'
+import type { RequestIdVariables } from 'hono/request-id'
 import type { Config, Source } from '../../config/config.js'
 import type { ClaimBatcher } from '../../db/claims.js'
 import { type ReceiveOutcome, receiveDelivery } from '../../inbound/receive.js'
@@ -18,7 +19,7 @@ export interface WebhookRouteDependencies {
   metrics: Metrics
 }
 
-type Variables = { source: Source }
+type Variables = { source: Source } & RequestIdVariables
 
 const REJECTION_STATUS: Record<RejectionCode, 400 | 401> = {
   missing_signature_headers: 400,
@@ -60,7 +61,7 @@ export function webhookRoutes(deps: WebhookRouteDependencies) {
     const source = c.get('source')
     const raw = Buffer.from(await c.req.arrayBuffer())
     const outcome = await receiveDelivery(deps, source, raw, c.req.header())
-    const log = deps.logger.child({ source: source.config.id })
+    const log = deps.logger.child({ source: source.config.id, requestId: c.get('requestId') })
     deps.metrics.deliveries.inc({
       source: source.config.id,
       outcome: outcome.kind === 'rejected' ? outcome.code : outcome.kind,
