@@ -24,6 +24,11 @@ const sourceSchema = z.object({
     .min(1)
     .max(64 * 1024 * 1024)
     .optional(),
+  /**
+   * DONE events older than this are deleted. Dedup lasts exactly as long as the row: a provider retry
+   * arriving later is accepted as new, so keep this longer than the provider retries.
+   */
+  retentionDays: z.number().int().min(1).max(3650).default(30),
 })
 
 export const configFileSchema = z.object({
@@ -67,6 +72,18 @@ export const configFileSchema = z.object({
       graceMs: z.number().int().min(0).default(2000),
       /** A row whose job has been silent this long is checked against Redis and re-enqueued if lost. */
       orphanAfterMs: z.number().int().min(1000).default(60_000),
+    })
+    .prefault({}),
+  retention: z
+    .object({
+      /** How often the worker deletes expired DONE events. */
+      intervalMs: z
+        .number()
+        .int()
+        .min(1000)
+        .default(60 * 60 * 1000),
+      /** Rows per DELETE, so a large backlog never holds long locks. */
+      batchSize: z.number().int().min(1).max(100_000).default(1000),
     })
     .prefault({}),
   queue: z

@@ -25,6 +25,7 @@ import {
   processEventJobOptions,
 } from '../queue/jobs.js'
 import { startRelay } from '../queue/relay.js'
+import { startRetention } from '../queue/retention.js'
 import { startWorker } from '../queue/worker.js'
 
 export type Role = 'all' | 'api' | 'worker'
@@ -126,6 +127,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const relay = runsWorker
     ? startRelay({ db: ledger.db, queue, enqueuer, settings: config.file.relay, logger })
     : undefined
+  const retention = runsWorker ? startRetention({ sql: ledger.sql, config, logger }) : undefined
   if (runsWorker)
     logger.info({ role, concurrency: config.file.worker.concurrency }, 'hookledger worker started')
 
@@ -139,6 +141,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         await new Promise<void>((resolve) => server.close(() => resolve()))
         await settlesWithin(enqueuer.drain(), 3000)
         await settlesWithin(relay?.stop() ?? Promise.resolve(), 3000)
+        await settlesWithin(retention?.stop() ?? Promise.resolve(), 3000)
         // Running handlers get a deadline to finish; after it, their rows stay leased and another
         // worker takes them over when the lease runs out (their transactions roll back).
         if (worker !== undefined && !(await settlesWithin(worker.close(), SHUTDOWN_DRAIN_MS))) {
