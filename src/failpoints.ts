@@ -8,6 +8,8 @@ export type FailpointName =
   | 'receive.before_enqueue'
   | 'worker.before_done'
   | 'worker.after_done'
+  | 'outbound.before_execute'
+  | 'outbound.after_execute'
 
 export interface Failpoints {
   hit(name: FailpointName): void

@@ -133,7 +133,9 @@ export const approvals = pgTable(
     payloadHash: text('payload_hash').notNull(),
     reason: text('reason').notNull(),
     evidence: jsonb('evidence').$type<unknown>(),
-    proposedAction: text('proposed_action', { enum: ['retry', 'record_success', 'abandon', 'investigate'] }).notNull(),
+    proposedAction: text('proposed_action', {
+      enum: ['retry', 'record_success', 'abandon', 'investigate'],
+    }).notNull(),
     status: approvalStatus('status').notNull().default('pending'),
     decision: text('decision', { enum: ['retry', 'record_success', 'abandon'] }),
     decidedBy: text('decided_by'),
@@ -143,9 +145,7 @@ export const approvals = pgTable(
     createdAt: timestamptz('created_at').notNull().defaultNow(),
   },
   (t) => [
-    uniqueIndex('approvals_one_pending_uq')
-      .on(t.operationId)
-      .where(sql`${t.status} = 'pending'`),
+    uniqueIndex('approvals_one_pending_uq').on(t.operationId).where(sql`${t.status} = 'pending'`),
     index('approvals_status_created_idx').on(t.status, t.createdAt),
   ],
 )

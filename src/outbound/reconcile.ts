@@ -1,0 +1,184 @@
+import { randomUUID } from 'node:crypto'
+import { type Job, type Queue, Worker } from 'bullmq'
+import { and, eq, isNull, lt, or, sql } from 'drizzle-orm'
+import type { Redis } from 'ioredis'
+import { z } from 'zod'
+import type { Database } from '../db/client.js'
+import { operations } from '../db/outbound-schema.js'
+import type { Logger } from '../logger.js'
+import { dueForReconciliation, escalate } from './approvals.js'
+import { type OutboundLedger, operationView, type ReconcileScheduler, withTimeout } from './ledger.js'
+import { type Held, transition } from './store.js'
+import type { ReconcileResult } from './tools.js'
+
+export const RECONCILE_QUEUE = 'outbound-reconcile'
+export const RECONCILE_OPERATION = 'reconcile-operation'
+export const reconcileJobData = z.object({ operationId: z.uuid() })
+export type ReconcileJobData = z.infer<typeof reconcileJobData>
+
+/** One job per operation and attempt: `rec-<uuid>-<n>` has no ':' and is never all digits. */
+export function reconcileJobId(operationId: string, attempt: number): string {
+  return `rec-${operationId}-${attempt}`
+}
+
+export function reconcileScheduler(queue: Queue<ReconcileJobData>): ReconcileScheduler {
+  return {
+    async schedule(operationId, attempt, delayMs) {
+      await queue.add(
+        RECONCILE_OPERATION,
+        { operationId },
+        {
+          jobId: reconcileJobId(operationId, attempt),
+          delay: delayMs,
+          attempts: 5,
+          backoff: { type: 'exponential', delay: 1000 },
+          // The row is the truth: a finished job may go, so the sweep can add the same id again.
+          removeOnComplete: true,
+          removeOnFail: true,
+        },
+      )
+    },
+  }
+}
+
+export type ReconcileOutcome =
+  | { kind: 'recorded_success' }
+  | { kind: 'escalated'; approvalId: string; reason: string }
+  | { kind: 'skipped'; reason: string }
+
+/**
+ * Sleep, reconcile, then escalate: asks the tool's `reconcile` whether the operation happened. Found
+ * records success with the evidence and runs nothing; not found, cannot tell, or no `reconcile` at
+ * all hands it to a human. Nothing here ever executes the tool.
+ */
+export async function reconcileOperation(
+  deps: { db: Database; ledger: OutboundLedger; logger: Logger },
+  operationId: string,
+): Promise<ReconcileOutcome> {
+  const { db } = deps
+  const timeoutMs = deps.ledger.settings.reconcileTimeoutMs
+  const token = randomUUID()
+  // The reconciler leases the row too, so two reconcilers (a job and a sweep) never both decide.
+  const [op] = await db
+    .update(operations)
+    .set({ leaseToken: token, leaseUntil: sql`now() + ${`${timeoutMs + 5000} milliseconds`}::interval` })
+    .where(
+      and(
+        eq(operations.id, operationId),
+        eq(operations.status, 'needs_reconciliation'),
+        or(isNull(operations.leaseUntil), lt(operations.leaseUntil, sql`now()`)),
+      ),
+    )
+    .returning()
+  if (op === undefined) return { kind: 'skipped', reason: 'not waiting for reconciliation' }
+  const held: Held = { op, leaseToken: token, actor: 'reconciler' }
+  const tool = deps.ledger.tool(op.tool)
+  if (tool?.reconcile === undefined) {
+    const reason = tool === undefined ? 'tool_not_registered' : 'no_reconcile'
+    const { approvalId } = await escalate(db, held, {
+      action: 'execute',
+      reason,
+      evidence: { note: `no way to ask the external system whether '${op.operationKey}' happened` },
+      proposedAction: 'investigate',
+    })
+    return { kind: 'escalated', approvalId, reason }
+  }
+  const reconcile = tool.reconcile
+  const view = await operationView<never>(db, op)
+  let result: ReconcileResult
+  try {
+    result = await withTimeout(timeoutMs, () => reconcile(view))
+  } catch (error) {
+    result = {
+      kind: 'cannot_tell',
+      evidence: { error: error instanceof Error ? error.message : String(error) },
+    }
+  }
+  switch (result.kind) {
+    case 'found':
+      await transition(db, held, {
+        set: {
+          status: 'completed',
+          resultJson: result.result ?? null,
+          downstreamId: result.downstreamId ?? op.downstreamId,
+          evidence: result.evidence ?? null,
+          leaseToken: null,
+          leaseUntil: null,
+          reconcileAt: null,
+          completedAt: sql`now()`,
+        },
+        event: 'reconciled_found',
+        details: { evidence: result.evidence ?? null },
+      })
+      deps.logger.info({ operationKey: op.operationKey }, 'reconciliation found the effect; recorded success')
+      return { kind: 'recorded_success' }
+    case 'not_found':
+    case 'cannot_tell': {
+      const reason = result.kind === 'not_found' ? 'reconcile_not_found' : 'reconcile_cannot_tell'
+      const { approvalId } = await escalate(db, held, {
+        action: 'execute',
+        reason,
+        evidence: result.evidence ?? null,
+        // Not found is evidence that a retry cannot double the effect; cannot tell is not.
+        proposedAction: result.kind === 'not_found' ? 'retry' : 'investigate',
+      })
+      return { kind: 'escalated', approvalId, reason }
+    }
+    default:
+      throw new Error(`reconcile of '${op.tool}' returned ${JSON.stringify(result)}`)
+  }
+}
+
+export interface Reconciler {
+  /** One sweep: enqueues due rows whose job was lost. Exposed for tests. */
+  sweep(): Promise<number>
+  close(): Promise<void>
+}
+
+/** The reconciliation worker plus a sweep that re-enqueues due rows (Redis was down, a job was lost). */
+export function startReconciler(deps: {
+  connection: Redis
+  prefix: string
+  db: Database
+  queue: Queue<ReconcileJobData>
+  ledger: OutboundLedger
+  logger: Logger
+}): Reconciler {
+  const log = deps.logger.child({ component: 'reconciler' })
+  const worker = new Worker<ReconcileJobData>(
+    RECONCILE_QUEUE,
+    async (job: Job<ReconcileJobData>) => {
+      const { operationId } = reconcileJobData.parse(job.data)
+      return reconcileOperation({ db: deps.db, ledger: deps.ledger, logger: log }, operationId)
+    },
+    { connection: deps.connection, prefix: deps.prefix, concurrency: 4 },
+  )
+  worker.on('error', (error) => log.warn({ err: error }, 'reconciler connection error'))
+  const scheduler = reconcileScheduler(deps.queue)
+  const sweep = async () => {
+    const due = await dueForReconciliation(deps.db, 100)
+    for (const row of due) await scheduler.schedule(row.id, row.attempts, 0)
+    return due.length
+  }
+  let stopped = false
+  let timer: NodeJS.Timeout | undefined
+  let running: Promise<unknown> = Promise.resolve()
+  const loop = () => {
+    if (stopped) return
+    running = sweep()
+      .catch((error: unknown) => log.warn({ err: error }, 'reconciliation sweep failed; retrying'))
+      .finally(() => {
+        if (!stopped) timer = setTimeout(loop, deps.ledger.settings.sweepIntervalMs)
+      })
+  }
+  timer = setTimeout(loop, deps.ledger.settings.sweepIntervalMs)
+  return {
+    sweep,
+    async close() {
+      stopped = true
+      clearTimeout(timer)
+      await running
+      await worker.close()
+    },
+  }
+}
