@@ -24,7 +24,11 @@ const settings = outboundSettingsSchema.parse({
 })
 let ledger: ReturnType<typeof createOutboundLedger>
 let counter = 0
-const freshKey = (label: string) => `test:${label}:${(counter += 1)}`
+function nextId() {
+  counter += 1
+  return counter
+}
+const freshKey = (label: string) => `test:${label}:${nextId()}`
 
 beforeAll(async () => {
   db = await createTestDatabase()
@@ -43,7 +47,7 @@ function scripted<A>(
   const calls: Array<{ key: string; attempt: number; at: number }> = []
   const undos: string[] = []
   const tool: Tool<A, string> = defineTool<A, string>({
-    name: `scripted-${effect}-${(counter += 1)}`,
+    name: `scripted-${effect}-${nextId()}`,
     effect,
     async execute(_args, ctx) {
       calls.push({ key: ctx.key, attempt: ctx.attempt, at: Date.now() })
