@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import { z } from 'zod'
 import { ConfigError, createVerifier, type Verifier, verifyConfigSchema } from '../inbound/verifiers/index.js'
+import { outboundSettingsSchema } from '../outbound/settings.js'
 
 const SOURCE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
 
@@ -86,6 +87,8 @@ export const configFileSchema = z.object({
       batchSize: z.number().int().min(1).max(100_000).default(1000),
     })
     .prefault({}),
+  /** The outbound ledger's leases, bounded backoff, reconciliation timing and SSRF allow-list. */
+  outbound: outboundSettingsSchema,
   queue: z
     .object({
       /** Defaults to one derived from the database's deployment id, so deployments never share jobs. */

@@ -15,6 +15,10 @@ const environmentSchema = z.object({
   HOST: z.string().min(1).default('0.0.0.0'),
   HOOKLEDGER_CONFIG: z.string().min(1).default('./hookledger.config.json'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Bearer token of `/admin/api/…` (operations, approvals). Unset: the admin API refuses every request. */
+  ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** Bearer token of `/v1/operations/…` (agents' claims and outcomes). Unset: that API refuses. */
+  AGENT_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   /** Test-only: the name of a failpoint at which the process kills itself (see src/failpoints.ts). */
   HOOKLEDGER_FAILPOINT: z.string().min(1).optional(),
 })

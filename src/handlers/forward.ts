@@ -1,51 +1,122 @@
 import type { HandlerConfig } from '../config/config.js'
-import { type EventHandler, HandlerError } from './types.js'
+import { classifyStatus, sendHttp } from '../outbound/http-send.js'
+import type { InvokeOutcome } from '../outbound/outcomes.js'
+import { defineTool, type Tool } from '../outbound/tools.js'
+import { type EventHandler, HandlerError, type HandlerResult } from './types.js'
 
 const EXCERPT_CHARS = 512
 
+type ForwardConfig = Extract<HandlerConfig, { type: 'forward' }>
+
+/** Stable across retries of one event (the attempt number is not in here), so the hash never conflicts. */
+interface ForwardArgs {
+  source: string
+  eventId: string
+  /** The exact bytes received, base64. */
+  body: string
+  headers: Record<string, string>
+}
+
+interface ForwardResult {
+  status: number
+  excerpt: string
+}
+
+/**
+ * The forward destination as an idempotent HTTP tool. One send per invoke: the inbound worker's own
+ * attempts and backoff are the retry loop (as they were before the ledger), and each of its attempts
+ * starts a new bounded round. The URL comes from the operator's config, so it is trusted (no SSRF
+ * check). `Idempotency-Key: <source>:<event id>` lets the destination drop the repeats that remain.
+ */
+export function forwardTool(config: ForwardConfig): Tool<ForwardArgs, ForwardResult> {
+  return defineTool<ForwardArgs, ForwardResult>({
+    name: 'forward',
+    effect: 'idempotent',
+    timeoutMs: config.timeoutMs + 1000,
+    retry: { attempts: 1 },
+    async execute(args, ctx) {
+      const outgoing: Record<string, string> = {
+        ...args.headers,
+        'content-type': args.headers['content-type'] ?? 'application/json',
+        'idempotency-key': `${args.source}:${args.eventId}`,
+        'x-hookledger-source': args.source,
+        'x-hookledger-event-id': args.eventId,
+        'x-hookledger-attempt': String(ctx.attempt),
+      }
+      delete outgoing['user-agent']
+      const sent = await sendHttp(new URL(config.url), {
+        method: 'POST',
+        headers: outgoing,
+        body: Buffer.from(args.body, 'base64'),
+        timeoutMs: config.timeoutMs,
+        signal: ctx.signal,
+        guarded: false,
+      })
+      if (sent.kind !== 'answered') {
+        return {
+          kind: sent.kind === 'not_sent' ? 'rejection' : 'unknown',
+          error: `forward to ${config.url} failed: ${sent.error}`,
+        }
+      }
+      const result = {
+        status: sent.answer.status,
+        excerpt: sent.answer.body.toString('utf8').slice(0, EXCERPT_CHARS),
+      }
+      const kind = classifyStatus(result.status)
+      if (kind === 'success') return { kind, result }
+      return { kind, error: `forward to ${config.url} answered ${result.status}`, details: result }
+    },
+  })
+}
+
 /**
  * Forwards the original bytes and signature headers to the configured URL, so the destination can
- * verify the provider's signature itself. `Idempotency-Key: <source>:<event id>` lets it drop the
- * repeats that at-least-once delivery still allows (a crash after its 2xx, before DONE commits).
+ * verify the provider's signature itself, as one idempotent tool call through the outbound ledger
+ * (key `<source>:<event id>:forward`): a forward that completed is never sent again, also when the
+ * worker crashed after the destination's 2xx and before DONE committed.
  */
-export function forwardHandler(config: Extract<HandlerConfig, { type: 'forward' }>): EventHandler {
-  return async ({ source, eventId, raw, headers, attempt, signal }) => {
-    const outgoing: Record<string, string> = {
-      ...headers,
-      'content-type': headers['content-type'] ?? 'application/json',
-      'idempotency-key': `${source}:${eventId}`,
-      'x-hookledger-source': source,
-      'x-hookledger-event-id': eventId,
-      'x-hookledger-attempt': String(attempt),
+export function forwardHandler(config: ForwardConfig): EventHandler {
+  const tool = forwardTool(config)
+  return async ({ source, eventId, raw, headers, invoke }) => {
+    const outcome = await invoke(tool, 'forward', {
+      source,
+      eventId,
+      body: raw.toString('base64'),
+      headers: { ...headers },
+    })
+    if (outcome.kind === 'completed') {
+      return { responseStatus: outcome.result.status, responseExcerpt: outcome.result.excerpt }
     }
-    delete outgoing['user-agent']
-    let response: Response
-    try {
-      response = await fetch(config.url, {
-        method: 'POST',
-        body: raw,
-        headers: outgoing,
-        // A redirect is a failure: following it would send the signed body somewhere not configured.
-        redirect: 'manual',
-        signal: AbortSignal.any([signal, AbortSignal.timeout(config.timeoutMs)]),
-      })
-    } catch (error) {
-      throw new HandlerError(`forward to ${config.url} failed: ${describeFetchError(error)}`)
-    }
-    const excerpt = (await response.text().catch(() => '')).slice(0, EXCERPT_CHARS)
-    const details = { responseStatus: response.status, responseExcerpt: excerpt }
-    if (response.status < 200 || response.status > 299) {
-      throw new HandlerError(`forward to ${config.url} answered ${response.status}`, details)
-    }
-    return details
+    throw new HandlerError(describeOutcome(outcome), detailsOf(outcome))
   }
 }
 
-function describeFetchError(error: unknown): string {
-  if (error instanceof Error) {
-    if (error.name === 'TimeoutError') return 'timed out'
-    const cause = error.cause instanceof Error ? `: ${error.cause.message}` : ''
-    return `${error.message}${cause}`
+function describeOutcome(outcome: Exclude<InvokeOutcome<ForwardResult>, { kind: 'completed' }>): string {
+  switch (outcome.kind) {
+    case 'exhausted':
+    case 'failed':
+      return outcome.error
+    case 'retry_later':
+      return 'the forward is in progress in another worker; retrying later'
+    case 'payload_conflict':
+      return outcome.message
+    case 'needs_reconciliation':
+      return `the forward's outcome is unknown (${outcome.reason}); waiting for reconciliation`
+    case 'awaiting_approval':
+      return `the forward waits for a human decision (approval ${outcome.approvalId ?? 'pending'})`
+    case 'abandoned':
+      return 'the forward was abandoned by an operator'
+    default:
+      return outcome satisfies never
   }
-  return String(error)
+}
+
+function detailsOf(outcome: InvokeOutcome<ForwardResult>): HandlerResult {
+  const details = 'details' in outcome ? outcome.details : undefined
+  if (typeof details !== 'object' || details === null) return {}
+  const { status, excerpt } = details as Partial<ForwardResult>
+  return {
+    ...(typeof status === 'number' ? { responseStatus: status } : {}),
+    ...(typeof excerpt === 'string' ? { responseExcerpt: excerpt } : {}),
+  }
 }

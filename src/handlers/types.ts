@@ -1,5 +1,7 @@
 import type { Transaction } from '../db/client.js'
 import type { Logger } from '../logger.js'
+import type { InvokeOutcome } from '../outbound/outcomes.js'
+import type { Tool } from '../outbound/tools.js'
 
 /** What a handler is given for one attempt at one event. */
 export interface HandlerContext {
@@ -22,6 +24,12 @@ export interface HandlerContext {
   /** Aborted when the attempt runs out of time; the transaction is rolled back then. */
   signal: AbortSignal
   logger: Logger
+  /**
+   * Calls a tool through the outbound ledger under the key `<source>:<event id>:<step>`: every
+   * redelivery and retry of this event reaches the same operation, so its effect class decides
+   * whether anything is sent again. Its writes are not part of `tx`: they commit on their own.
+   */
+  invoke<A, R>(tool: Tool<A, R>, step: string, args: A): Promise<InvokeOutcome<R>>
 }
 
 /** Optional facts about the attempt, recorded on its attempt row. */

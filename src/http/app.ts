@@ -5,9 +5,13 @@ import type { ClaimBatcher } from '../db/claims.js'
 import type { Database } from '../db/client.js'
 import type { Logger } from '../logger.js'
 import type { Metrics } from '../metrics.js'
+import { agentProtocol } from '../outbound/agent.js'
+import { createOutboundLedger, type OutboundLedger } from '../outbound/ledger.js'
 import type { Enqueuer } from '../queue/enqueuer.js'
 import { errorBody, handleError } from './errors.js'
+import { adminRoutes } from './routes/admin.js'
 import { healthRoutes, type ReadinessCheck } from './routes/health.js'
+import { operationRoutes } from './routes/operations.js'
 import { webhookRoutes } from './routes/webhooks.js'
 
 export interface AppDependencies {
@@ -18,10 +22,19 @@ export interface AppDependencies {
   logger: Logger
   metrics: Metrics
   readiness: readonly ReadinessCheck[]
+  /** Backs `/v1/operations`; defaults to one on `db` whose reconciliation the sweep schedules. */
+  outbound?: OutboundLedger
+  /** Unset: `/admin/api` refuses every request. */
+  adminToken?: string | undefined
+  /** Unset: `/v1/operations` refuses every request. */
+  agentToken?: string | undefined
 }
 
 /** The HTTP app, built from its dependencies only, so tests pass a real database and their own queue. */
 export function createApp(deps: AppDependencies) {
+  const outbound =
+    deps.outbound ??
+    createOutboundLedger({ db: deps.db, logger: deps.logger, settings: deps.config.file.outbound })
   return (
     new Hono()
       // Echoes a caller's X-Request-Id (or makes one) so a provider's delivery log and ours line up.
@@ -29,6 +42,11 @@ export function createApp(deps: AppDependencies) {
       .route('/', healthRoutes(deps.readiness))
       .route('/', metricsRoute(deps.metrics))
       .route('/webhooks', webhookRoutes(deps))
+      .route(
+        '/v1/operations',
+        operationRoutes({ db: deps.db, protocol: agentProtocol(outbound), agentToken: deps.agentToken }),
+      )
+      .route('/admin/api', adminRoutes({ db: deps.db, adminToken: deps.adminToken }))
       .notFound((c) => c.json(errorBody('not_found', `no route for ${c.req.method} ${c.req.path}`), 404))
       .onError(handleError(deps.logger))
   )

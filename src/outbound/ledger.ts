@@ -66,6 +66,15 @@ export interface OutboundLedger {
   tool(name: string): Tool<never, unknown> | undefined
   readonly settings: OutboundSettings
   readonly db: Database
+  /** Shared with the agents' HTTP protocol, so both sides of the guard settle operations alike. */
+  moveToReconciliation(
+    held: Held,
+    reason: string,
+    attempt?: { attempt: number },
+  ): Promise<{ operationId: string }>
+  /** The guard's answer for an operation the caller could not lease. */
+  answerFor<R>(claim: Exclude<Claim, { kind: 'claimed' }>): Promise<InvokeOutcome<R>>
+  retryPolicy(tool: { retry?: Partial<RetryPolicy> | undefined }): RetryPolicy
 }
 
 const DEFAULT_TIMEOUT_MS = 30_000
@@ -92,7 +101,7 @@ export function createOutboundLedger(options: OutboundLedgerOptions): OutboundLe
   }
   for (const tool of options.tools ?? []) register(tool)
 
-  const policyOf = (tool: Tool<never, unknown>): RetryPolicy => ({
+  const policyOf = (tool: Pick<Tool<never, unknown>, 'retry'>): RetryPolicy => ({
     attempts: tool.retry?.attempts ?? settings.maxAttempts,
     baseDelayMs: tool.retry?.baseDelayMs ?? settings.backoffBaseMs,
     maxDelayMs: tool.retry?.maxDelayMs ?? settings.backoffMaxMs,
@@ -213,6 +222,7 @@ export function createOutboundLedger(options: OutboundLedgerOptions): OutboundLe
             key: started.attemptKey,
             operationKey: held.op.operationKey,
             attempt: started.attempt,
+            allowHosts: settings.allowHosts,
           })
           // Crash test: the effect has landed downstream, nothing of it is recorded yet.
           failpoints.hit('outbound.after_execute')
@@ -364,6 +374,9 @@ export function createOutboundLedger(options: OutboundLedgerOptions): OutboundLe
     settings,
     db,
     register,
+    moveToReconciliation: toReconciliation,
+    answerFor: settled,
+    retryPolicy: (tool) => policyOf(tool as Tool<never, unknown>),
     tool: (name) => registry.get(name),
 
     async invoke<A, R>(tool: Tool<A, R>, request: InvokeRequest<A>): Promise<InvokeOutcome<R>> {
@@ -498,12 +511,14 @@ async function callExecute<A, R>(
 async function callUndo<A, R>(
   tool: Tool<A, R>,
   args: A,
-  ctx: Omit<ToolContext, 'signal'> & { undoRef: unknown },
+  ctx: Omit<ToolContext, 'signal' | 'allowHosts'> & { undoRef: unknown },
 ): Promise<UndoResult> {
   const undo = tool.undo
   if (undo === undefined) return { kind: 'failure', error: 'the tool has no undo' }
   try {
-    return await withTimeout(tool.timeoutMs ?? DEFAULT_TIMEOUT_MS, (signal) => undo(args, { ...ctx, signal }))
+    return await withTimeout(tool.timeoutMs ?? DEFAULT_TIMEOUT_MS, (signal) =>
+      undo(args, { ...ctx, allowHosts: [], signal }),
+    )
   } catch (error) {
     return { kind: 'failure', error: describe(error) }
   }

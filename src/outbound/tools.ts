@@ -12,6 +12,8 @@ export interface ToolContext {
   attempt: number
   /** Aborted when the attempt runs out of time: whatever was sent may still land (unknown outcome). */
   signal: AbortSignal
+  /** Hosts the operator allows although they are not public (the config's `outbound.allowHosts`). */
+  allowHosts: readonly string[]
 }
 
 export type ExecuteResult<R> =

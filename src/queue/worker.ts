@@ -10,6 +10,8 @@ import type { Failpoints } from '../failpoints.js'
 import { type EventHandler, HandlerError, type HandlerResult } from '../handlers/types.js'
 import type { Logger } from '../logger.js'
 import type { Metrics } from '../metrics.js'
+import { stepKey } from '../outbound/keys.js'
+import type { OutboundLedger } from '../outbound/ledger.js'
 import { INBOUND_QUEUE, type ProcessEventData, processEventData } from './jobs.js'
 
 export interface WorkerDependencies {
@@ -22,6 +24,8 @@ export interface WorkerDependencies {
   logger: Logger
   metrics: Metrics
   failpoints: Failpoints
+  /** Backs `ctx.invoke`; without it a handler's invoke throws. */
+  outbound?: OutboundLedger
 }
 
 class LeaseLostError extends Error {}
@@ -96,6 +100,15 @@ async function processEvent(deps: WorkerDependencies, job: Job<ProcessEventData>
           tx,
           signal,
           logger: log,
+          invoke: (tool, step, args) => {
+            if (deps.outbound === undefined) throw new Error('this worker has no outbound ledger')
+            // The key is the event's identity plus the step: never a model's or a run's id.
+            return deps.outbound.invoke(tool, {
+              key: stepKey([row.source, row.eventId], step),
+              args,
+              runId: `${row.id}/${row.attempts}`,
+            })
+          },
         }),
       )
       deps.failpoints.hit('worker.before_done')

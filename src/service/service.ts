@@ -16,6 +16,14 @@ import { createApp, createHealthApp } from '../http/app.js'
 import type { ReadinessCheck } from '../http/routes/health.js'
 import { createLogger, type Logger } from '../logger.js'
 import { addGauge, createMetrics, type Metrics } from '../metrics.js'
+import { createOutboundLedger, type OutboundLedger } from '../outbound/ledger.js'
+import {
+  RECONCILE_QUEUE,
+  type ReconcileJobData,
+  reconcileScheduler,
+  startReconciler,
+} from '../outbound/reconcile.js'
+import type { Tool } from '../outbound/tools.js'
 import { consumerConnection, producerConnection } from '../queue/connections.js'
 import { createEnqueuer } from '../queue/enqueuer.js'
 import {
@@ -38,6 +46,8 @@ export interface ServiceOptions {
   /** Handlers registered in code, by source id; a source has either one of these or a config handler. */
   handlers?: Readonly<Record<string, EventHandler>>
   logger?: Logger
+  /** Tools that reconciliation must find by name after a restart (those with a `reconcile`). */
+  tools?: readonly Tool<never, unknown>[]
 }
 
 export interface Service {
@@ -45,6 +55,8 @@ export interface Service {
   url: string
   deploymentId: string
   queuePrefix: string
+  /** The outbound ledger this process's handlers and agents' API use. */
+  outbound: OutboundLedger
   /** Stops accepting, drains running jobs, then closes the queue, Redis and Postgres, in that order. */
   close(): Promise<void>
 }
@@ -76,6 +88,20 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   queue.on('error', () => {})
   const enqueuer = createEnqueuer({ queue, sql: ledger.sql, logger, failpoints })
 
+  const reconcileQueue = new Queue<ReconcileJobData>(RECONCILE_QUEUE, {
+    connection: producer,
+    prefix: queuePrefix,
+  })
+  reconcileQueue.on('error', () => {})
+  const outbound = createOutboundLedger({
+    db: ledger.db,
+    logger,
+    settings: config.file.outbound,
+    scheduler: reconcileScheduler(reconcileQueue),
+    failpoints,
+    tools: options.tools ?? [],
+  })
+
   const metrics = createMetrics()
   addLedgerGauges(metrics, ledger.sql, queue)
   const readiness: ReadinessCheck[] = [
@@ -97,6 +123,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           logger,
           metrics,
           readiness,
+          outbound,
+          adminToken: env.ADMIN_TOKEN,
+          agentToken: env.AGENT_TOKEN,
         })
   const server = await new Promise<ServerType>((resolve) => {
     const started = serve({ fetch: app.fetch, port: env.PORT, hostname: env.HOST }, () => resolve(started))
@@ -123,6 +152,20 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           logger,
           metrics,
           failpoints,
+          outbound,
+        })
+  const reconcilerConnection = runsWorker ? consumerConnection(env.REDIS_URL) : undefined
+  reconcilerConnection?.on('error', () => {})
+  const reconciler =
+    reconcilerConnection === undefined
+      ? undefined
+      : startReconciler({
+          connection: reconcilerConnection,
+          prefix: queuePrefix,
+          db: ledger.db,
+          queue: reconcileQueue,
+          ledger: outbound,
+          logger,
         })
   const relay = runsWorker
     ? startRelay({ db: ledger.db, queue, enqueuer, settings: config.file.relay, logger })
@@ -136,6 +179,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     url,
     deploymentId,
     queuePrefix,
+    outbound,
     close() {
       closing ??= (async () => {
         await new Promise<void>((resolve) => server.close(() => resolve()))
@@ -151,9 +195,12 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           )
           await settlesWithin(worker.close(true), 1000)
         }
+        await settlesWithin(reconciler?.close() ?? Promise.resolve(), SHUTDOWN_DRAIN_MS)
         await settlesWithin(queue.close(), 2000)
+        await settlesWithin(reconcileQueue.close(), 2000)
         producer.disconnect()
         consumer?.disconnect()
+        reconcilerConnection?.disconnect()
         await ledger.close()
         logger.info('hookledger stopped')
       })()

@@ -142,7 +142,7 @@ describe('invoke: the guard', () => {
     })
     const key = freshKey('lease')
     const first = ledger.invoke(tool, { key, args: { n: 1 } })
-    await waitFor(async () => (await opRow(key)).attempts === 1)
+    await waitFor(async () => calls === 1)
     const second = await ledger.invoke(tool, { key, args: { n: 1 } })
     expect(second.kind).toBe('retry_later')
     if (second.kind === 'retry_later') expect(second.retryAfterMs).toBeGreaterThan(0)

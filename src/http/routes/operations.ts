@@ -1,0 +1,201 @@
+import { Hono } from 'hono'
+import { z } from 'zod'
+import type { Database } from '../../db/client.js'
+import type { AgentClaim, AgentProtocol, AgentReport } from '../../outbound/agent.js'
+import { assertNever } from '../../outbound/decision.js'
+import { MAX_KEY_LENGTH } from '../../outbound/keys.js'
+import { findOperation, listAttempts } from '../../outbound/store.js'
+import { ApiError } from '../errors.js'
+import { bearerAuth } from '../middleware/bearer.js'
+import { parseJsonBody } from '../validate.js'
+
+const key = z.string().min(1).max(MAX_KEY_LENGTH)
+const observability = z.string().min(1).max(200).optional()
+
+const claimBody = z.object({
+  key,
+  tool: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/, 'must be a tool name'),
+  effect: z.enum(['idempotent', 'compensable', 'irreversible']),
+  args: z.json(),
+  runId: observability,
+  traceId: observability,
+  toolCallId: observability,
+})
+const leased = { leaseToken: z.uuid(), attempt: z.number().int().min(1) }
+const undoRefBody = z.object({ ...leased, undoRef: z.json().refine((v) => v !== null, 'must not be null') })
+const outcomeBody = z.discriminatedUnion('outcome', [
+  z.object({
+    ...leased,
+    outcome: z.literal('success'),
+    result: z.json().optional(),
+    downstreamId: z.string().max(500).optional(),
+  }),
+  z.object({ ...leased, outcome: z.literal('rejection'), error: z.string().min(1).max(2000) }),
+  z.object({ ...leased, outcome: z.literal('unknown'), error: z.string().min(1).max(2000) }),
+])
+const undoOutcomeBody = z.discriminatedUnion('outcome', [
+  z.object({ ...leased, outcome: z.literal('success') }),
+  z.object({ ...leased, outcome: z.literal('failure'), error: z.string().min(1).max(2000) }),
+])
+
+/**
+ * `/v1/operations`: the guard for agents in any language. Claim a key, then report what the call
+ * did; compensable tools record their undo before calling. Behind AGENT_TOKEN (unset: refused).
+ */
+export function operationRoutes(deps: {
+  db: Database
+  protocol: AgentProtocol
+  agentToken: string | undefined
+}) {
+  return new Hono()
+    .use('*', bearerAuth(deps.agentToken, 'agent API', 'AGENT_TOKEN'))
+    .post('/claim', async (c) => {
+      const body = await parseJsonBody(c, claimBody)
+      return respond(await deps.protocol.claim(body))
+    })
+    .get('/:key', async (c) => {
+      const op = await findOperation(deps.db, c.req.param('key'))
+      if (op === undefined) throw new ApiError(404, 'operation_not_found', 'no operation has that key')
+      const attempts = await listAttempts(deps.db, op.id)
+      return c.json({
+        key: op.operationKey,
+        tool: op.tool,
+        effect: op.effectClass,
+        status: op.status,
+        payloadHash: op.payloadHash,
+        result: op.resultJson,
+        downstreamId: op.downstreamId,
+        lastError: op.lastError,
+        attempts: attempts.map((a) => ({ attempt: a.attempt, attemptKey: a.attemptKey, status: a.status })),
+      })
+    })
+    .post('/:key/undo-ref', async (c) => {
+      const body = await parseJsonBody(c, undoRefBody)
+      return report(
+        await deps.protocol.recordUndoRef(c.req.param('key'), body.leaseToken, body.attempt, body.undoRef),
+      )
+    })
+    .post('/:key/outcome', async (c) => {
+      const body = await parseJsonBody(c, outcomeBody)
+      const outcome =
+        body.outcome === 'success'
+          ? { kind: 'success' as const, result: body.result, downstreamId: body.downstreamId }
+          : { kind: body.outcome, error: body.error }
+      return report(
+        await deps.protocol.recordOutcome(c.req.param('key'), body.leaseToken, body.attempt, outcome),
+      )
+    })
+    .post('/:key/undo-outcome', async (c) => {
+      const body = await parseJsonBody(c, undoOutcomeBody)
+      const outcome =
+        body.outcome === 'success'
+          ? { kind: 'success' as const }
+          : { kind: 'failure' as const, error: body.error }
+      return report(
+        await deps.protocol.recordUndoOutcome(c.req.param('key'), body.leaseToken, body.attempt, outcome),
+      )
+    })
+}
+
+function json(body: unknown, status = 200, headers: Record<string, string> = {}) {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { 'content-type': 'application/json', ...headers },
+  })
+}
+
+type Answer = AgentClaim | { kind: 'claim_again'; operationId: string; retryAfterMs: number }
+
+/** The one mapping from the guard's answers to HTTP: decisions are 200, refusals are errors. */
+function respond(answer: Answer): Response {
+  switch (answer.kind) {
+    case 'execute':
+      return json({
+        decision: 'execute',
+        operationId: answer.operationId,
+        leaseToken: answer.leaseToken,
+        leaseUntil: answer.leaseUntil.toISOString(),
+        attempt: answer.attempt,
+        idempotencyKey: answer.attemptKey,
+        undoRefRequired: answer.undoRefRequired,
+      })
+    case 'undo':
+      return json({
+        decision: 'undo',
+        operationId: answer.operationId,
+        leaseToken: answer.leaseToken,
+        attempt: answer.attempt,
+        idempotencyKey: answer.attemptKey,
+        undoRef: answer.undoRef,
+      })
+    case 'claim_again':
+      return json({
+        decision: 'claim_again',
+        operationId: answer.operationId,
+        retryAfterMs: answer.retryAfterMs,
+      })
+    case 'completed':
+      return json({
+        decision: 'completed',
+        operationId: answer.operationId,
+        result: answer.result,
+        downstreamId: answer.downstreamId,
+        replayed: answer.replayed,
+      })
+    case 'retry_later': {
+      const seconds = String(Math.max(1, Math.ceil(answer.retryAfterMs / 1000)))
+      throw new ApiError(409, 'operation_in_progress', 'another caller holds this operation; retry later', {
+        headers: { 'Retry-After': seconds },
+      })
+    }
+    case 'payload_conflict':
+      throw new ApiError(422, 'payload_conflict', answer.message)
+    case 'needs_reconciliation':
+      return json({
+        decision: 'escalated',
+        status: 'needs_reconciliation',
+        operationId: answer.operationId,
+        reason: answer.reason,
+      })
+    case 'awaiting_approval':
+      return json({
+        decision: 'escalated',
+        status: 'awaiting_approval',
+        operationId: answer.operationId,
+        approvalId: answer.approvalId,
+      })
+    case 'exhausted':
+      return json({
+        decision: 'exhausted',
+        operationId: answer.operationId,
+        attempts: answer.attempts,
+        error: answer.error,
+      })
+    case 'failed':
+      return json({
+        decision: 'failed',
+        operationId: answer.operationId,
+        reason: answer.reason,
+        error: answer.error,
+      })
+    case 'abandoned':
+      return json({ decision: 'abandoned', operationId: answer.operationId })
+    default:
+      return assertNever(answer)
+  }
+}
+
+function report(result: AgentReport): Response {
+  switch (result.kind) {
+    case 'recorded':
+      return respond(result.outcome)
+    case 'not_found':
+      throw new ApiError(404, 'operation_not_found', 'no operation has that key')
+    case 'lease_lost':
+      throw new ApiError(409, 'lease_lost', 'this lease token no longer holds the operation; claim again')
+    case 'attempt_mismatch':
+      throw new ApiError(409, 'attempt_mismatch', result.message)
+    default:
+      return assertNever(result)
+  }
+}

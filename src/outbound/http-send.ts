@@ -1,0 +1,103 @@
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http'
+import { request as httpsRequest } from 'node:https'
+import { DestinationRefusedError, guardedLookup } from './ssrf.js'
+
+export interface HttpAnswer {
+  status: number
+  headers: IncomingHttpHeaders
+  body: Buffer
+}
+
+export type HttpSendResult =
+  | { kind: 'answered'; answer: HttpAnswer }
+  /** Nothing left this process: refused before connecting. */
+  | { kind: 'not_sent'; error: string }
+  /** A timeout, a reset, a refused connection: the request may or may not have been acted on. */
+  | { kind: 'no_answer'; error: string }
+
+const MAX_BODY = 64 * 1024
+
+/**
+ * One HTTP request with node:http, which never follows redirects (a redirect would send the body
+ * somewhere nobody configured). `guarded` resolves names through the SSRF-checking lookup.
+ */
+export function sendHttp(
+  url: URL,
+  options: {
+    method: string
+    headers: Record<string, string>
+    body: Buffer | undefined
+    timeoutMs: number
+    signal: AbortSignal
+    guarded: boolean
+  },
+): Promise<HttpSendResult> {
+  return new Promise((resolve) => {
+    const send = url.protocol === 'https:' ? httpsRequest : httpRequest
+    const headers = { ...options.headers }
+    if (options.body !== undefined) headers['content-length'] = String(options.body.length)
+    const request = send(url, {
+      method: options.method,
+      headers,
+      timeout: options.timeoutMs,
+      signal: AbortSignal.any([options.signal, AbortSignal.timeout(options.timeoutMs)]),
+      ...(options.guarded ? { lookup: guardedLookup } : {}),
+    })
+    request.on('timeout', () => request.destroy(new Error(`no answer within ${options.timeoutMs} ms`)))
+    request.on('error', (error) => {
+      const refused =
+        error instanceof DestinationRefusedError || error.cause instanceof DestinationRefusedError
+      resolve(
+        refused ? { kind: 'not_sent', error: error.message } : { kind: 'no_answer', error: describe(error) },
+      )
+    })
+    request.on('response', (response) => {
+      const chunks: Buffer[] = []
+      let size = 0
+      response.on('data', (chunk: Buffer) => {
+        size += chunk.length
+        if (size <= MAX_BODY) chunks.push(chunk)
+      })
+      response.on(
+        'error',
+        (error) =>
+          resolve({
+            kind: 'answered',
+            answer: {
+              status: response.statusCode ?? 0,
+              headers: response.headers,
+              body: Buffer.concat(chunks),
+            },
+          }) ?? error,
+      )
+      response.on('end', () =>
+        resolve({
+          kind: 'answered',
+          answer: {
+            status: response.statusCode ?? 0,
+            headers: response.headers,
+            body: Buffer.concat(chunks),
+          },
+        }),
+      )
+    })
+    request.end(options.body)
+  })
+}
+
+function describe(error: Error): string {
+  if (error.name === 'AbortError' || error.name === 'TimeoutError') return 'timed out'
+  const code = (error as NodeJS.ErrnoException).code
+  return code === undefined ? error.message : `${error.message} (${code})`
+}
+
+/**
+ * The classification of an answer: 2xx happened; 4xx definitely did not, except 408 (timeout),
+ * 409 (a key still in progress) and 429 (rate limited before the idempotency layer), which say
+ * nothing certain; 3xx (not followed), 5xx and anything else are unknown.
+ */
+export function classifyStatus(status: number): 'success' | 'rejection' | 'unknown' {
+  if (status >= 200 && status <= 299) return 'success'
+  if (status >= 400 && status <= 499 && status !== 408 && status !== 409 && status !== 429) return 'rejection'
+  return 'unknown'
+}
