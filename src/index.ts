@@ -9,4 +9,32 @@ export { type AppDependencies, createApp } from './http/app.js'
 export type { ReceiveOutcome } from './inbound/receive.js'
 export type { Delivery, RejectionCode, Verification, Verifier } from './inbound/verifiers/index.js'
 export { createLogger, type Logger } from './logger.js'
+export { type AgentProtocol, agentProtocol } from './outbound/agent.js'
+export { type Decision, decide as decideApproval } from './outbound/approvals.js'
+export { payloadHash } from './outbound/hash.js'
+export {
+  type HttpToolArgs,
+  type HttpToolOptions,
+  type HttpToolResult,
+  httpTool,
+} from './outbound/http-tool.js'
+export { stepKey } from './outbound/keys.js'
+export {
+  type CompensateOutcome,
+  createOutboundLedger,
+  type InvokeRequest,
+  type OutboundLedger,
+} from './outbound/ledger.js'
+export type { InvokeOutcome } from './outbound/outcomes.js'
+export { type SagaStep, saga } from './outbound/saga.js'
+export {
+  defineTool,
+  type EffectClass,
+  type ExecuteResult,
+  type OperationView,
+  type ReconcileResult,
+  type Tool,
+  type ToolContext,
+  type UndoResult,
+} from './outbound/tools.js'
 export { type Role, type Service, type ServiceOptions, startService } from './service/service.js'

@@ -4,10 +4,12 @@ import { EnvironmentError, readEnvironment } from '../config/env.js'
 import { migrateLedger } from '../db/migrate.js'
 import { createLogger } from '../logger.js'
 import { type Role, startService } from '../service/service.js'
+import { APPROVALS_USAGE, approvalsCommand } from './approvals.js'
 
 const USAGE = `usage:
   hookledger serve [--role all|api|worker] [--config PATH]   run the receiver and/or the worker
   hookledger migrate                                          apply pending ledger migrations, then exit
+${APPROVALS_USAGE}
 
 environment: DATABASE_URL, REDIS_URL, PORT (3000), HOST (0.0.0.0),
              HOOKLEDGER_CONFIG (./hookledger.config.json), LOG_LEVEL (info)`
@@ -50,6 +52,9 @@ async function main(argv: string[]): Promise<number> {
     const env = readEnvironment(process.env)
     await migrateLedger(env.DATABASE_URL, createLogger(env.LOG_LEVEL))
     return 0
+  }
+  if (command === 'approvals') {
+    return approvalsCommand(rest, readEnvironment(process.env), (line) => process.stdout.write(`${line}\n`))
   }
   throw new UsageError(`unknown command '${command}'`)
 }

@@ -1,0 +1,99 @@
+import { parseArgs } from 'node:util'
+import type { Environment } from '../config/env.js'
+import { openLedger } from '../db/client.js'
+import { type Decision, decide, listApprovals, showApproval } from '../outbound/approvals.js'
+import { assertNever } from '../outbound/decision.js'
+
+export const APPROVALS_USAGE = `  hookledger approvals list [--all]                          pending approvals (--all: decided too)
+  hookledger approvals show ID                               key, tool, args, effect, attempts, evidence, proposal
+  hookledger approvals decide ID --decision retry|record_success|abandon --by NAME
+             [--payload-hash HASH] [--evidence JSON] [--result JSON] [--note TEXT]`
+
+const DECISIONS: readonly Decision[] = ['retry', 'record_success', 'abandon']
+
+/** `hookledger approvals …`: the human gate from a terminal, on the ledger database directly. */
+export async function approvalsCommand(
+  args: string[],
+  env: Environment,
+  out: (text: string) => void,
+): Promise<number> {
+  const [sub, ...rest] = args
+  const ledger = openLedger(env.DATABASE_URL, { max: 2 })
+  try {
+    switch (sub) {
+      case 'list': {
+        const { values } = parseArgs({
+          args: rest,
+          options: { all: { type: 'boolean', default: false } },
+          strict: true,
+        })
+        const rows = await listApprovals(ledger.db, values.all ? {} : { status: 'pending' })
+        for (const row of rows) {
+          out(
+            `${row.id}  ${row.status}  ${row.tool} (${row.effect})  ${row.operationKey}  ${row.reason}  proposed: ${row.proposedAction}`,
+          )
+        }
+        if (rows.length === 0) out('no approvals')
+        return 0
+      }
+      case 'show': {
+        const { positionals } = parseArgs({ args: rest, allowPositionals: true, strict: true })
+        const id = positionals[0]
+        const view = id === undefined ? undefined : await showApproval(ledger.db, id)
+        if (view === undefined) throw new Error(`no approval ${id ?? '(missing id)'}`)
+        out(JSON.stringify(view, null, 2))
+        return 0
+      }
+      case 'decide': {
+        const { values, positionals } = parseArgs({
+          args: rest,
+          allowPositionals: true,
+          strict: true,
+          options: {
+            decision: { type: 'string' },
+            by: { type: 'string' },
+            'payload-hash': { type: 'string' },
+            evidence: { type: 'string' },
+            result: { type: 'string' },
+            note: { type: 'string' },
+          },
+        })
+        const decision = values.decision as Decision
+        const [id] = positionals
+        if (id === undefined || !DECISIONS.includes(decision) || values.by === undefined) {
+          throw new Error(`decide needs an id, --decision ${DECISIONS.join('|')} and --by NAME`)
+        }
+        const outcome = await decide(ledger.db, {
+          approvalId: id,
+          decision,
+          by: values.by,
+          payloadHash: values['payload-hash'],
+          evidence: values.evidence === undefined ? undefined : JSON.parse(values.evidence),
+          result: values.result === undefined ? undefined : JSON.parse(values.result),
+          note: values.note,
+        })
+        switch (outcome.kind) {
+          case 'decided':
+            out(`${outcome.operationKey}: ${decision} recorded; the operation is now ${outcome.status}`)
+            return 0
+          case 'not_found':
+            throw new Error(`no approval ${id}`)
+          case 'already_decided':
+            throw new Error(`already decided (${outcome.decision ?? 'none'} by ${outcome.by ?? 'nobody'})`)
+          case 'payload_mismatch':
+            throw new Error(
+              `a retry is bound to the arguments shown: their payload hash is ${outcome.expected}`,
+            )
+          case 'invalid':
+            throw new Error(outcome.message)
+          default:
+            return assertNever(outcome)
+        }
+      }
+      default:
+        throw new Error(`approvals: unknown subcommand '${sub ?? ''}'\n${APPROVALS_USAGE}`)
+    }
+  } finally {
+    await ledger.close()
+  }
+}
