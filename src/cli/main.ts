@@ -1,15 +1,19 @@
 import { parseArgs } from 'node:util'
 import { ConfigError } from '../config/config.js'
-import { EnvironmentError, readEnvironment } from '../config/env.js'
+import { EnvironmentError, readClientEnvironment, readEnvironment } from '../config/env.js'
 import { migrateLedger } from '../db/migrate.js'
 import { createLogger } from '../logger.js'
 import { type Role, startService } from '../service/service.js'
 import { APPROVALS_USAGE, approvalsCommand } from './approvals.js'
+import { REPLAY_USAGE, runReplay } from './replay.js'
+import { runSign, SIGN_USAGE } from './sign.js'
 
 const USAGE = `usage:
   hookledger serve [--role all|api|worker] [--config PATH]   run the receiver and/or the worker
   hookledger migrate                                          apply pending ledger migrations, then exit
 ${APPROVALS_USAGE}
+${SIGN_USAGE}
+${REPLAY_USAGE}
 
 environment: DATABASE_URL, REDIS_URL, PORT (3000), HOST (0.0.0.0),
              HOOKLEDGER_CONFIG (./hookledger.config.json), LOG_LEVEL (info)`
@@ -47,6 +51,12 @@ async function main(argv: string[]): Promise<number> {
     await service.close()
     return 0
   }
+  const io = {
+    stdout: (text: string) => process.stdout.write(text),
+    stderr: (text: string) => process.stderr.write(text),
+  }
+  if (command === 'sign') return runSign(rest, readClientEnvironment(process.env), io)
+  if (command === 'replay') return runReplay(rest, readClientEnvironment(process.env), io)
   if (command === 'migrate') {
     parseArgs({ args: rest, options: {}, strict: true })
     const env = readEnvironment(process.env)

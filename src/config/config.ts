@@ -134,13 +134,8 @@ export function buildConfig(input: unknown, lookup: (name: string) => string | u
       problems.push(`${where}: id is used by another source`)
       continue
     }
-    const resolveSecret = (reference: string, field: string): string => {
-      if (!reference.startsWith('env:')) return reference
-      const name = reference.slice('env:'.length)
-      const value = lookup(name)
-      if (value === undefined) throw new ConfigError(`${field}: environment variable ${name} is not set`)
-      return value
-    }
+    const resolveSecret = (reference: string, field: string) =>
+      resolveSecretReference(reference, field, lookup)
     try {
       const verifier = createVerifier(source.verify, { sourceId: source.id, resolveSecret })
       sources.set(source.id, {
@@ -157,6 +152,19 @@ export function buildConfig(input: unknown, lookup: (name: string) => string | u
     throw new ConfigError(`invalid config:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
   }
   return { file: parsed.data, sources }
+}
+
+/** A secret as the config file names it: `env:NAME` is looked up, anything else is the value itself. */
+export function resolveSecretReference(
+  reference: string,
+  field: string,
+  lookup: (name: string) => string | undefined,
+): string {
+  if (!reference.startsWith('env:')) return reference
+  const name = reference.slice('env:'.length)
+  const value = lookup(name)
+  if (value === undefined) throw new ConfigError(`${field}: environment variable ${name} is not set`)
+  return value
 }
 
 /** Reads and validates the config file at `path`. */

@@ -46,3 +46,26 @@ export function readEnvironment(source: Record<string, string | undefined>): Env
   }
   return { ...parsed.data, lookup: (name) => (source[name] === '' ? undefined : source[name]) }
 }
+
+const clientEnvironmentSchema = environmentSchema.pick({
+  PORT: true,
+  HOOKLEDGER_CONFIG: true,
+  LOG_LEVEL: true,
+})
+
+export type ClientEnvironment = z.infer<typeof clientEnvironmentSchema> & Pick<Environment, 'lookup'>
+
+/**
+ * For commands that read the config file but touch neither Postgres nor Redis (`sign`, `replay`):
+ * they must work on a machine that has only the config and the secrets.
+ */
+export function readClientEnvironment(source: Record<string, string | undefined>): ClientEnvironment {
+  const present = Object.fromEntries(Object.entries(source).filter(([, value]) => value !== ''))
+  const parsed = clientEnvironmentSchema.safeParse(present)
+  if (!parsed.success) {
+    throw new EnvironmentError(
+      parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`),
+    )
+  }
+  return { ...parsed.data, lookup: (name) => (source[name] === '' ? undefined : source[name]) }
+}

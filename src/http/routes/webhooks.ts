@@ -27,6 +27,7 @@ const REJECTION_STATUS: Record<RejectionCode, 400 | 401> = {
   missing_event_id: 400,
   invalid_event_id: 400,
   invalid_json: 400,
+  invalid_body: 400,
   invalid_signature: 401,
   timestamp_out_of_tolerance: 401,
 }

@@ -17,6 +17,7 @@ export type RejectionCode =
   | 'missing_event_id'
   | 'invalid_event_id'
   | 'invalid_json'
+  | 'invalid_body'
 
 export type Verification =
   | {
@@ -47,11 +48,31 @@ export class ConfigError extends Error {
   }
 }
 
-/** One signature scheme: its config schema and a factory that validates secrets at start-up. */
+/** What a sender puts on one delivery, for `sign`: the bytes plus the values the signature covers. */
+export interface SigningInput {
+  raw: Uint8Array
+  /** Unix seconds; schemes without a timestamp ignore it. */
+  timestamp: number
+  /** The event id for schemes that carry it in a header (Standard Webhooks, GitHub, Shopify, hmac). */
+  id: string | undefined
+}
+
+/** One signature scheme: its config schema, a factory that validates secrets at start-up, and a signer. */
 export interface Scheme<Name extends string, Schema extends z.ZodType> {
   name: Name
   configSchema: Schema
+  /**
+   * How long the provider keeps retrying a delivery that failed, in seconds (0: never on its own;
+   * null: unknown). Each retry is signed afresh, so dedup has to last at least this long: a retention
+   * shorter than this lets a late retry in as a new event.
+   */
+  retryHorizonSeconds: number | null
   create(config: z.infer<Schema>, context: { sourceId: string; resolveSecret: SecretResolver }): Verifier
+  /**
+   * The headers the provider would send for `input`, signed with every one of `secrets` (resolved
+   * values, not references), as a sender does while a secret is being rotated. For tests and replay.
+   */
+  sign(config: z.infer<Schema>, secrets: readonly string[], input: SigningInput): Record<string, string>
 }
 
 export function reject(code: RejectionCode, message: string): Verification {

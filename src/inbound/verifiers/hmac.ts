@@ -1,0 +1,236 @@
+import { z } from 'zod'
+import { parseJsonBody, readEventId, readEventIdAt, stringAt } from './body.js'
+import {
+  anyMatch,
+  checkTolerance,
+  hmac as computeHmac,
+  decodeSignature,
+  keepHeaders,
+  loadSecrets,
+  parseUnixSeconds,
+} from './signatures.js'
+import { ConfigError, reject, type Scheme, type Verification } from './types.js'
+
+/**
+ * A generic HMAC scheme for senders without a scheme of their own: one header carrying
+ * `prefix + encode(HMAC(secret, signedContent))`, where the signed content is a template over the
+ * body, an optional timestamp header and an optional id header. Start-up refuses templates that
+ * leave the body or the timestamp unsigned, so a config can never verify less than it claims.
+ */
+const headerName = z
+  .string()
+  .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'must be an HTTP header name')
+  .transform((name) => name.toLowerCase())
+
+const locator = z.union([
+  z.object({ header: headerName }).strict(),
+  z
+    .object({ jsonPointer: z.string().regex(/^(\/.*)?$/, 'must be a JSON pointer such as /id or /data/id') })
+    .strict(),
+])
+
+const configSchema = z.object({
+  scheme: z.literal('hmac'),
+  secrets: z.array(z.string().min(1)).min(1, 'needs at least one secret'),
+  /** How the configured secrets are turned into key bytes. */
+  secretEncoding: z.enum(['utf8', 'hex', 'base64']).default('utf8'),
+  header: headerName,
+  algorithm: z.enum(['sha256', 'sha512']).default('sha256'),
+  encoding: z.enum(['hex', 'base64']).default('hex'),
+  /** Text before each signature, e.g. `sha256=`; entries without it are ignored. */
+  prefix: z.string().default(''),
+  timestamp: z
+    .object({
+      header: headerName,
+      toleranceSeconds: z
+        .number()
+        .int()
+        .min(1)
+        .max(7 * 24 * 3600)
+        .default(300),
+    })
+    .strict()
+    .optional(),
+  /** `{body}`, `{timestamp}` and `{id}` are replaced; everything else is literal. */
+  signedContent: z.string().default('{body}'),
+  eventId: locator,
+  eventType: locator.optional(),
+  /** How long this sender retries, if known; used like the built-in schemes' horizons. */
+  retryHorizonSeconds: z.number().int().min(0).optional(),
+})
+
+type HmacConfig = z.infer<typeof configSchema>
+type Part = { kind: 'literal'; text: string } | { kind: 'body' | 'timestamp' | 'id' }
+
+/** Splits the signed-content template, refusing templates that would not authenticate what they use. */
+export function parseTemplate(config: HmacConfig): Part[] {
+  const parts: Part[] = []
+  const pattern = /\{([^{}]*)\}/g
+  let last = 0
+  for (const match of config.signedContent.matchAll(pattern)) {
+    if (match.index > last)
+      parts.push({ kind: 'literal', text: config.signedContent.slice(last, match.index) })
+    const name = match[1]
+    if (name !== 'body' && name !== 'timestamp' && name !== 'id') {
+      throw new ConfigError(
+        `verify.signedContent: unknown placeholder {${name}} (use {body}, {timestamp}, {id})`,
+      )
+    }
+    parts.push({ kind: name })
+    last = match.index + match[0].length
+  }
+  if (last < config.signedContent.length)
+    parts.push({ kind: 'literal', text: config.signedContent.slice(last) })
+  const count = (kind: Part['kind']) => parts.filter((part) => part.kind === kind).length
+  if (count('body') !== 1) throw new ConfigError('verify.signedContent: must contain {body} exactly once')
+  if (config.timestamp !== undefined && count('timestamp') === 0) {
+    throw new ConfigError(
+      'verify.signedContent: a timestamp header is configured, so it must contain {timestamp}',
+    )
+  }
+  if (config.timestamp === undefined && count('timestamp') > 0) {
+    throw new ConfigError('verify.signedContent: uses {timestamp}, but verify.timestamp is not configured')
+  }
+  if (count('id') > 0 && !('header' in config.eventId)) {
+    throw new ConfigError('verify.signedContent: {id} needs verify.eventId to name a header')
+  }
+  return parts
+}
+
+function keyBytes(secret: string, encoding: HmacConfig['secretEncoding'], field: string): Buffer {
+  if (encoding === 'utf8') return Buffer.from(secret, 'utf8')
+  const decoded = decodeSignature(secret, encoding)
+  if (decoded === undefined) throw new ConfigError(`${field}: not valid ${encoding}`)
+  return decoded
+}
+
+function content(
+  parts: Part[],
+  values: { raw: Uint8Array; timestamp: string; id: string },
+): (string | Uint8Array)[] {
+  return parts.map((part) => {
+    if (part.kind === 'literal') return part.text
+    if (part.kind === 'body') return values.raw
+    return part.kind === 'timestamp' ? values.timestamp : values.id
+  })
+}
+
+export const hmac: Scheme<'hmac', typeof configSchema> = {
+  name: 'hmac',
+  configSchema,
+  // Unknown for a generic sender; a source may state it (verify.retryHorizonSeconds).
+  retryHorizonSeconds: null,
+  create(config, { resolveSecret }) {
+    const parts = parseTemplate(config)
+    const keys = loadSecrets(config.secrets, resolveSecret).map((secret, index) =>
+      keyBytes(secret, config.secretEncoding, `verify.secrets[${index}]`),
+    )
+    const idHeader = 'header' in config.eventId ? config.eventId.header : undefined
+    const kept = [
+      config.header,
+      ...(config.timestamp ? [config.timestamp.header] : []),
+      ...(idHeader ? [idHeader] : []),
+    ]
+    if (config.eventType !== undefined && 'header' in config.eventType) kept.push(config.eventType.header)
+    return {
+      verify(delivery): Verification {
+        const header = delivery.headers[config.header]
+        if (header === undefined)
+          return reject('missing_signature_headers', `expected a ${config.header} header`)
+        let timestampText = ''
+        if (config.timestamp !== undefined) {
+          const value = delivery.headers[config.timestamp.header]
+          if (value === undefined) {
+            return reject('missing_signature_headers', `expected a ${config.timestamp.header} header`)
+          }
+          const timestamp = parseUnixSeconds(value)
+          if (timestamp === undefined) {
+            return reject('malformed_signature_header', `${config.timestamp.header} must be Unix seconds`)
+          }
+          const outside = checkTolerance(
+            timestamp,
+            delivery.now,
+            config.timestamp.toleranceSeconds,
+            config.timestamp.header,
+          )
+          if (outside !== undefined) return outside
+          timestampText = value
+        }
+        const signatures: Buffer[] = []
+        for (const item of header.split(/[\s,]+/)) {
+          if (item === '' || !item.startsWith(config.prefix)) continue
+          const decoded = decodeSignature(item.slice(config.prefix.length), config.encoding)
+          if (decoded !== undefined) signatures.push(decoded)
+        }
+        if (signatures.length === 0) {
+          return reject(
+            'malformed_signature_header',
+            `${config.header} must hold ${config.prefix === '' ? '' : `${config.prefix}`}<${config.encoding}> values`,
+          )
+        }
+        // With {id} in the template the id is part of what is signed, so it is needed to verify.
+        const headerId =
+          idHeader === undefined ? undefined : readEventId(delivery.headers[idHeader], idHeader)
+        if (
+          headerId !== undefined &&
+          typeof headerId !== 'string' &&
+          parts.some((part) => part.kind === 'id')
+        ) {
+          return headerId
+        }
+        const signed = content(parts, {
+          raw: delivery.raw,
+          timestamp: timestampText,
+          id: typeof headerId === 'string' ? headerId : '',
+        })
+        const expected = keys.map((key) => computeHmac(config.algorithm, key, ...signed))
+        if (!anyMatch(expected, signatures)) {
+          return reject('invalid_signature', 'the signature matches no configured secret')
+        }
+        const body = parseJsonBody(delivery.raw)
+        if (body.kind === 'rejected') return body
+        const eventId =
+          headerId ??
+          readEventIdAt(body.value, 'jsonPointer' in config.eventId ? config.eventId.jsonPointer : '')
+        if (typeof eventId !== 'string') return eventId
+        return {
+          kind: 'verified',
+          eventId,
+          eventType: readType(config, delivery.headers, body.value) ?? body.type,
+          event: body.value,
+          keptHeaders: keepHeaders(delivery.headers, kept),
+        }
+      },
+    }
+  },
+  sign(config, secrets, { raw, timestamp, id }) {
+    const parts = parseTemplate(config)
+    if (id === undefined && parts.some((part) => part.kind === 'id')) {
+      throw new ConfigError('the signed content includes {id}: give the event id to sign')
+    }
+    const signed = content(parts, { raw, timestamp: String(timestamp), id: id ?? '' })
+    const signatures = secrets.map(
+      (secret, index) =>
+        config.prefix +
+        computeHmac(
+          config.algorithm,
+          keyBytes(secret, config.secretEncoding, `secrets[${index}]`),
+          ...signed,
+        ).toString(config.encoding),
+    )
+    const headers: Record<string, string> = { [config.header]: signatures.join(',') }
+    if (config.timestamp !== undefined) headers[config.timestamp.header] = String(timestamp)
+    if ('header' in config.eventId && id !== undefined) headers[config.eventId.header] = id
+    return headers
+  },
+}
+
+function readType(
+  config: HmacConfig,
+  headers: Readonly<Record<string, string>>,
+  body: unknown,
+): string | null {
+  if (config.eventType === undefined) return null
+  if ('header' in config.eventType) return headers[config.eventType.header] ?? null
+  return stringAt(body, config.eventType.jsonPointer)
+}

@@ -1,0 +1,65 @@
+import { z } from 'zod'
+import { parseJsonBody, readEventIdAt, stringAt } from './body.js'
+import { anyMatch, decodeSignature, hmac, keepHeaders, loadSecrets } from './signatures.js'
+import { reject, type Scheme } from './types.js'
+
+/**
+ * Square: `X-Square-HmacSha256-Signature: base64(HMAC-SHA256(signature key, notificationUrl + body))`.
+ * The URL is the one registered with Square, configured here because a proxy or load balancer in
+ * front of hookledger rewrites what the request line says. Square signs no timestamp: replays are
+ * stopped by the ledger's (source, event_id) key.
+ */
+const configSchema = z.object({
+  scheme: z.literal('square'),
+  secrets: z.array(z.string().min(1)).min(1, 'needs at least one secret'),
+  /** The notification URL exactly as entered in Square's developer console. */
+  notificationUrl: z.url({ protocol: /^https?$/, error: 'must be the http(s) URL registered with Square' }),
+})
+
+const SIGNATURE = 'x-square-hmacsha256-signature'
+const KEPT = [SIGNATURE, 'square-initial-delivery-timestamp', 'square-retry-number', 'square-retry-reason']
+
+export const square: Scheme<'square', typeof configSchema> = {
+  name: 'square',
+  configSchema,
+  // Retried for up to 72 hours after the event.
+  retryHorizonSeconds: 72 * 3600,
+  create(config, { resolveSecret }) {
+    const secrets = loadSecrets(config.secrets, resolveSecret).map((secret) => Buffer.from(secret, 'utf8'))
+    return {
+      verify(delivery) {
+        const header = delivery.headers[SIGNATURE]
+        if (header === undefined)
+          return reject('missing_signature_headers', `expected an ${SIGNATURE} header`)
+        const signatures: Buffer[] = []
+        for (const item of header.split(',')) {
+          const decoded = decodeSignature(item.trim(), 'base64')
+          if (decoded !== undefined) signatures.push(decoded)
+        }
+        if (signatures.length === 0)
+          return reject('malformed_signature_header', `${SIGNATURE} must be base64`)
+        const expected = secrets.map((key) => hmac('sha256', key, config.notificationUrl, delivery.raw))
+        if (!anyMatch(expected, signatures)) {
+          return reject('invalid_signature', 'the signature matches no configured key and notification URL')
+        }
+        const body = parseJsonBody(delivery.raw)
+        if (body.kind === 'rejected') return body
+        const eventId = readEventIdAt(body.value, '/event_id')
+        if (typeof eventId !== 'string') return eventId
+        return {
+          kind: 'verified',
+          eventId,
+          eventType: stringAt(body.value, '/type'),
+          event: body.value,
+          keptHeaders: keepHeaders(delivery.headers, KEPT),
+        }
+      },
+    }
+  },
+  sign(config, secrets, { raw }) {
+    const signatures = secrets.map((secret) =>
+      hmac('sha256', Buffer.from(secret), config.notificationUrl, raw).toString('base64'),
+    )
+    return { [SIGNATURE]: signatures.join(',') }
+  },
+}

@@ -1,0 +1,107 @@
+import { z } from 'zod'
+import { parseJsonBody, readEventIdAt } from './body.js'
+import {
+  anyMatch,
+  checkTolerance,
+  decodeSignature,
+  hmac,
+  keepHeaders,
+  loadSecrets,
+  parseUnixSeconds,
+} from './signatures.js'
+import { ConfigError, reject, type Scheme } from './types.js'
+
+/**
+ * Stripe: `Stripe-Signature: t=<unix>,v1=<hex>[,v1=…]`, HMAC-SHA256 over `{t}.{body}`. The `whsec_`
+ * secret is used as its literal bytes — unlike Standard Webhooks it is not base64-decoded.
+ */
+const configSchema = z.object({
+  scheme: z.literal('stripe'),
+  secrets: z.array(z.string().min(1)).min(1, 'needs at least one secret'),
+  toleranceSeconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(7 * 24 * 3600)
+    .default(300),
+})
+
+const HEADER = 'stripe-signature'
+
+export const stripe: Scheme<'stripe', typeof configSchema> = {
+  name: 'stripe',
+  configSchema,
+  // Live mode retries with exponential backoff for up to three days.
+  retryHorizonSeconds: 3 * 24 * 3600,
+  create(config, { resolveSecret }) {
+    const secrets = loadSecrets(config.secrets, resolveSecret).map((secret, index) => {
+      // An API key pasted in place of the endpoint's signing secret is the usual mistake; every
+      // Stripe signing secret (dashboard or `stripe listen`) starts with whsec_.
+      if (!secret.startsWith('whsec_')) {
+        throw new ConfigError(`verify.secrets[${index}]: a Stripe signing secret starts with whsec_`)
+      }
+      return Buffer.from(secret, 'utf8')
+    })
+    return {
+      verify(delivery) {
+        const header = delivery.headers[HEADER]
+        if (header === undefined) return reject('missing_signature_headers', `expected a ${HEADER} header`)
+        const parsed = parseHeader(header)
+        if (parsed === undefined) {
+          return reject(
+            'malformed_signature_header',
+            `${HEADER} must be t=<unix seconds>,v1=<hex>[,v1=<hex>…]`,
+          )
+        }
+        const outside = checkTolerance(parsed.timestamp, delivery.now, config.toleranceSeconds, `${HEADER} t`)
+        if (outside !== undefined) return outside
+        const expected = secrets.map((key) => hmac('sha256', key, `${parsed.timestamp}.`, delivery.raw))
+        if (!anyMatch(expected, parsed.signatures)) {
+          return reject('invalid_signature', 'no v1 signature matches any configured secret')
+        }
+        const body = parseJsonBody(delivery.raw)
+        if (body.kind === 'rejected') return body
+        const eventId = readEventIdAt(body.value, '/id')
+        if (typeof eventId !== 'string') return eventId
+        return {
+          kind: 'verified',
+          eventId,
+          eventType: body.type,
+          event: body.value,
+          keptHeaders: keepHeaders(delivery.headers, [HEADER]),
+        }
+      },
+    }
+  },
+  sign(_config, secrets, { raw, timestamp }) {
+    const signatures = secrets.map(
+      (secret) => `v1=${hmac('sha256', Buffer.from(secret), `${timestamp}.`, raw).toString('hex')}`,
+    )
+    return { 'stripe-signature': [`t=${timestamp}`, ...signatures].join(',') }
+  },
+}
+
+/**
+ * Reads `t` and every `v1`. `v0` and unknown schemes are ignored, never verified: accepting a weaker
+ * scheme the sender also lists would let an attacker downgrade to it.
+ */
+function parseHeader(header: string): { timestamp: number; signatures: Buffer[] } | undefined {
+  let timestamp: number | undefined
+  const signatures: Buffer[] = []
+  for (const item of header.split(',')) {
+    const equals = item.indexOf('=')
+    if (equals < 0) continue
+    const key = item.slice(0, equals).trim()
+    const value = item.slice(equals + 1).trim()
+    if (key === 't') {
+      if (timestamp !== undefined) return undefined
+      timestamp = parseUnixSeconds(value)
+      if (timestamp === undefined) return undefined
+    } else if (key === 'v1') {
+      const decoded = decodeSignature(value, 'hex')
+      if (decoded !== undefined) signatures.push(decoded)
+    }
+  }
+  if (timestamp === undefined || signatures.length === 0) return undefined
+  return { timestamp, signatures }
+}
