@@ -33,7 +33,7 @@ import {
   processEventJobOptions,
 } from '../queue/jobs.js'
 import { startRelay } from '../queue/relay.js'
-import { startRetention } from '../queue/retention.js'
+import { retentionWarnings, startRetention } from '../queue/retention.js'
 import { startWorker } from '../queue/worker.js'
 
 export type Role = 'all' | 'api' | 'worker'
@@ -72,6 +72,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     ? resolveHandlers(config, options.handlers ?? {})
     : new Map<string, EventHandler>()
   const failpoints = createFailpoints(env.HOOKLEDGER_FAILPOINT)
+  for (const warning of retentionWarnings(config)) logger.warn(warning)
 
   await migrateLedger(env.DATABASE_URL, logger)
   const ledger = openLedger(env.DATABASE_URL, { max: runsWorker ? config.file.worker.concurrency + 10 : 20 })

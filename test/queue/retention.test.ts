@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { claimEvents } from '../../src/db/claims.js'
 import { createLogger } from '../../src/logger.js'
-import { startRetention } from '../../src/queue/retention.js'
+import { retentionWarnings, startRetention } from '../../src/queue/retention.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { testConfig } from '../support/stack.js'
 
@@ -55,5 +55,17 @@ describe('retention', () => {
     } finally {
       await retention.stop()
     }
+  })
+})
+
+describe('retention warnings', () => {
+  it("warns when a source's retention ends before its provider stops retrying", () => {
+    // Standard Webhooks senders retry for about 75 h: 2 days is too short, 4 days is enough.
+    expect(retentionWarnings(testConfig({}, { retentionDays: 2 }))).toEqual([
+      expect.stringContaining(
+        "source 'acme': retentionDays 2 is shorter than the standard-webhooks retry horizon",
+      ),
+    ])
+    expect(retentionWarnings(testConfig({}, { retentionDays: 4 }))).toEqual([])
   })
 })
