@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { parseJsonBody, readEventId, readEventIdAt, stringAt } from './body.js'
+import { secretsField, toleranceField } from './config-fields.js'
 import {
   anyMatch,
   checkTolerance,
@@ -31,7 +32,7 @@ const locator = z.union([
 
 const configSchema = z.object({
   scheme: z.literal('hmac'),
-  secrets: z.array(z.string().min(1)).min(1, 'needs at least one secret'),
+  secrets: secretsField,
   /** How the configured secrets are turned into key bytes. */
   secretEncoding: z.enum(['utf8', 'hex', 'base64']).default('utf8'),
   header: headerName,
@@ -42,12 +43,7 @@ const configSchema = z.object({
   timestamp: z
     .object({
       header: headerName,
-      toleranceSeconds: z
-        .number()
-        .int()
-        .min(1)
-        .max(7 * 24 * 3600)
-        .default(300),
+      toleranceSeconds: toleranceField,
     })
     .strict()
     .optional(),

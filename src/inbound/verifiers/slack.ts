@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { parseJsonBody, readEventId, readEventIdAt, stringAt } from './body.js'
+import { secretsField, toleranceField } from './config-fields.js'
 import {
   anyMatch,
   checkTolerance,
@@ -18,13 +19,8 @@ import { reject, type Scheme, type Verification } from './types.js'
  */
 const configSchema = z.object({
   scheme: z.literal('slack'),
-  secrets: z.array(z.string().min(1)).min(1, 'needs at least one secret'),
-  toleranceSeconds: z
-    .number()
-    .int()
-    .min(1)
-    .max(7 * 24 * 3600)
-    .default(300),
+  secrets: secretsField,
+  toleranceSeconds: toleranceField,
 })
 
 const SIGNATURE = 'x-slack-signature'

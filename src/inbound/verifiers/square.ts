@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { parseJsonBody, readEventIdAt, stringAt } from './body.js'
+import { secretsField } from './config-fields.js'
 import { anyMatch, decodeSignature, hmac, keepHeaders, loadSecrets } from './signatures.js'
 import { reject, type Scheme } from './types.js'
 
@@ -11,7 +12,7 @@ import { reject, type Scheme } from './types.js'
  */
 const configSchema = z.object({
   scheme: z.literal('square'),
-  secrets: z.array(z.string().min(1)).min(1, 'needs at least one secret'),
+  secrets: secretsField,
   /** The notification URL exactly as entered in Square's developer console. */
   notificationUrl: z.url({ protocol: /^https?$/, error: 'must be the http(s) URL registered with Square' }),
 })

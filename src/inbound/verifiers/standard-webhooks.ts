@@ -8,6 +8,7 @@ import {
 } from 'node:crypto'
 import { z } from 'zod'
 import { parseJsonBody, readEventId } from './body.js'
+import { secretsField, toleranceField } from './config-fields.js'
 import { anyMatch, decodeSignature, hmac } from './signatures.js'
 import { ConfigError, type Delivery, reject, type Scheme, type Verification } from './types.js'
 
@@ -21,13 +22,8 @@ import { ConfigError, type Delivery, reject, type Scheme, type Verification } fr
 const configSchema = z.object({
   scheme: z.literal('standard-webhooks'),
   /** `whsec_…` HMAC secrets and/or `whpk_…` ed25519 public keys, in any mix (rotation, migration). */
-  secrets: z.array(z.string().min(1)).min(1, 'needs at least one secret'),
-  toleranceSeconds: z
-    .number()
-    .int()
-    .min(1)
-    .max(7 * 24 * 3600)
-    .default(300),
+  secrets: secretsField,
+  toleranceSeconds: toleranceField,
 })
 
 const HEADER_SETS = [

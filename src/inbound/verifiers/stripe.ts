@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { parseJsonBody, readEventIdAt } from './body.js'
+import { secretsField, toleranceField } from './config-fields.js'
 import {
   anyMatch,
   checkTolerance,
@@ -17,13 +18,8 @@ import { ConfigError, reject, type Scheme } from './types.js'
  */
 const configSchema = z.object({
   scheme: z.literal('stripe'),
-  secrets: z.array(z.string().min(1)).min(1, 'needs at least one secret'),
-  toleranceSeconds: z
-    .number()
-    .int()
-    .min(1)
-    .max(7 * 24 * 3600)
-    .default(300),
+  secrets: secretsField,
+  toleranceSeconds: toleranceField,
 })
 
 const HEADER = 'stripe-signature'
