@@ -124,31 +124,10 @@ export function agentProtocol(ledger: OutboundLedger) {
         await ledger.moveToReconciliation(held, step.reason, attempt)
         return { kind: 'needs_reconciliation', operationId: held.op.id, reason: step.reason }
       }
-      case 'exhausted': {
-        const op = await transition(db, held, {
-          set: { status: 'exhausted', leaseToken: null, leaseUntil: null },
-          event: 'retries_exhausted',
-          details: { roundAttempts: held.op.roundAttempts },
-          ...(step.closeLast === null || last === undefined
-            ? {}
-            : { attempt: { attempt: last.attempt, status: 'unknown' as const } }),
-        })
-        return {
-          kind: 'exhausted',
-          operationId: op.id,
-          attempts: op.roundAttempts,
-          error: op.lastError ?? 'unknown',
-          details: null,
-        }
-      }
-      case 'failed': {
-        const op = await transition(db, held, {
-          set: { status: 'failed', lastError: step.reason, leaseToken: null, leaseUntil: null },
-          event: 'failed',
-          details: { reason: step.reason },
-        })
-        return { kind: 'failed', operationId: op.id, reason: 'undone', error: step.reason, details: null }
-      }
+      case 'exhausted':
+        return ledger.moveToExhausted(held, last, step.closeLast !== null)
+      case 'failed':
+        return ledger.moveToUndoneFailure(held, step.reason)
       default:
         return assertNever(step)
     }

@@ -72,6 +72,12 @@ export interface OutboundLedger {
     reason: string,
     attempt?: { attempt: number },
   ): Promise<{ operationId: string }>
+  moveToExhausted(
+    held: Held,
+    last: { attempt: number; details?: unknown } | undefined,
+    closeLast: boolean,
+  ): Promise<InvokeOutcome<never>>
+  moveToUndoneFailure(held: Held, reason: string): Promise<InvokeOutcome<never>>
   /** The guard's answer for an operation the caller could not lease. */
   answerFor<R>(claim: Exclude<Claim, { kind: 'claimed' }>): Promise<InvokeOutcome<R>>
   retryPolicy(tool: { retry?: Partial<RetryPolicy> | undefined }): RetryPolicy
@@ -126,6 +132,40 @@ export function createOutboundLedger(options: OutboundLedgerOptions): OutboundLe
       logger.warn({ err: error, operationId: op.id }, 'could not schedule reconciliation; the sweep will')
     })
     return { kind: 'needs_reconciliation', operationId: op.id, reason } as const
+  }
+  /**
+   * An idempotent round used up. `last` is the latest attempt (its details are the answer's); when
+   * `closeLast` is set, that attempt is closed as unknown.
+   */
+  const toExhausted = async (
+    held: Held,
+    last: { attempt: number; details?: unknown } | undefined,
+    closeLast: boolean,
+  ): Promise<InvokeOutcome<never>> => {
+    const closing = closeLast ? last : undefined
+    const op = await transition(db, held, {
+      set: { status: 'exhausted', leaseToken: null, leaseUntil: null },
+      event: 'retries_exhausted',
+      details: { roundAttempts: held.op.roundAttempts },
+      ...(closing === undefined ? {} : { attempt: { attempt: closing.attempt, status: 'unknown' as const } }),
+    })
+    return {
+      kind: 'exhausted',
+      operationId: op.id,
+      attempts: op.roundAttempts,
+      error: op.lastError ?? 'unknown outcome',
+      details: last?.details ?? null,
+    }
+  }
+
+  /** The undo ran and committed, and the table allows no retry: definitely did not happen. */
+  const toUndoneFailure = async (held: Held, reason: string): Promise<InvokeOutcome<never>> => {
+    const op = await transition(db, held, {
+      set: { status: 'failed', lastError: reason, leaseToken: null, leaseUntil: null },
+      event: 'failed',
+      details: { reason },
+    })
+    return { kind: 'failed', operationId: op.id, reason: 'undone', error: reason, details: null }
   }
 
   /** The guard's answer for an operation this caller could not lease. */
@@ -338,31 +378,10 @@ export function createOutboundLedger(options: OutboundLedgerOptions): OutboundLe
             next.reason,
             next.closeLast === null || last === undefined ? undefined : last,
           )
-        case 'exhausted': {
-          const op = await transition(db, held, {
-            set: { status: 'exhausted', leaseToken: null, leaseUntil: null },
-            event: 'retries_exhausted',
-            details: { roundAttempts: held.op.roundAttempts },
-            ...(next.closeLast === null || last === undefined
-              ? {}
-              : { attempt: { attempt: last.attempt, status: 'unknown' as const } }),
-          })
-          return {
-            kind: 'exhausted',
-            operationId: op.id,
-            attempts: op.roundAttempts,
-            error: op.lastError ?? 'unknown outcome',
-            details: last?.details ?? null,
-          }
-        }
-        case 'failed': {
-          const op = await transition(db, held, {
-            set: { status: 'failed', lastError: next.reason, leaseToken: null, leaseUntil: null },
-            event: 'failed',
-            details: { reason: next.reason },
-          })
-          return { kind: 'failed', operationId: op.id, reason: 'undone', error: next.reason, details: null }
-        }
+        case 'exhausted':
+          return toExhausted(held, last, next.closeLast !== null)
+        case 'failed':
+          return toUndoneFailure(held, next.reason)
         default:
           return assertNever(next)
       }
@@ -375,6 +394,8 @@ export function createOutboundLedger(options: OutboundLedgerOptions): OutboundLe
     db,
     register,
     moveToReconciliation: toReconciliation,
+    moveToExhausted: toExhausted,
+    moveToUndoneFailure: toUndoneFailure,
     answerFor: settled,
     retryPolicy: (tool) => policyOf(tool as Tool<never, unknown>),
     tool: (name) => registry.get(name),
