@@ -1,5 +1,4 @@
 import { parseArgs } from 'node:util'
-import type { Environment } from '../config/env.js'
 import { openLedger } from '../db/client.js'
 import { type Decision, decide, listApprovals, showApproval } from '../outbound/approvals.js'
 import { assertNever } from '../outbound/decision.js'
@@ -14,11 +13,11 @@ const DECISIONS: readonly Decision[] = ['retry', 'record_success', 'abandon']
 /** `hookledger approvals …`: the human gate from a terminal, on the ledger database directly. */
 export async function approvalsCommand(
   args: string[],
-  env: Environment,
+  databaseUrl: string,
   out: (text: string) => void,
 ): Promise<number> {
   const [sub, ...rest] = args
-  const ledger = openLedger(env.DATABASE_URL, { max: 2 })
+  const ledger = openLedger(databaseUrl, { max: 2 })
   try {
     switch (sub) {
       case 'list': {

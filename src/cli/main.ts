@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util'
 import { ConfigError } from '../config/config.js'
-import { EnvironmentError, readClientEnvironment, readEnvironment } from '../config/env.js'
+import { type Environment, EnvironmentError, readClientEnvironment, readEnvironment } from '../config/env.js'
+import { runningEmbeddedUrl } from '../db/embedded.js'
 import { migrateLedger } from '../db/migrate.js'
 import { createLogger } from '../logger.js'
 import { type Role, startService } from '../service/service.js'
@@ -15,8 +16,9 @@ ${APPROVALS_USAGE}
 ${SIGN_USAGE}
 ${REPLAY_USAGE}
 
-environment: DATABASE_URL, REDIS_URL, PORT (3000), HOST (0.0.0.0),
-             HOOKLEDGER_CONFIG (./hookledger.config.json), LOG_LEVEL (info)`
+environment: DATABASE_URL, REDIS_URL (both unset: embedded mode), HOOKLEDGER_DATA_DIR (./.hookledger),
+             PORT (3000), HOST (0.0.0.0), HOOKLEDGER_CONFIG (./hookledger.config.json), LOG_LEVEL (info),
+             ADMIN_TOKEN, AGENT_TOKEN`
 
 const ROLES: readonly Role[] = ['all', 'api', 'worker']
 
@@ -60,16 +62,28 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'migrate') {
     parseArgs({ args: rest, options: {}, strict: true })
     const env = readEnvironment(process.env)
-    await migrateLedger(env.DATABASE_URL, createLogger(env.LOG_LEVEL))
+    await migrateLedger(await ledgerUrl(env), createLogger(env.LOG_LEVEL))
     return 0
   }
   if (command === 'approvals') {
-    return approvalsCommand(rest, readEnvironment(process.env), (line) => process.stdout.write(`${line}\n`))
+    const url = await ledgerUrl(readEnvironment(process.env))
+    return approvalsCommand(rest, url, (line) => process.stdout.write(`${line}\n`))
   }
   throw new UsageError(`unknown command '${command}'`)
 }
 
 class UsageError extends Error {}
+
+/** DATABASE_URL, or else the embedded server that a running `hookledger serve` owns. */
+async function ledgerUrl(env: Environment): Promise<string> {
+  const url = env.DATABASE_URL ?? (await runningEmbeddedUrl(env.HOOKLEDGER_DATA_DIR))
+  if (url === undefined) {
+    throw new EnvironmentError([
+      `DATABASE_URL: is not set, and no embedded PostgreSQL runs in ${env.HOOKLEDGER_DATA_DIR} (start \`hookledger serve\` first)`,
+    ])
+  }
+  return url
+}
 
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),

@@ -9,7 +9,10 @@ function required(invalid: string) {
 }
 
 const environmentSchema = z.object({
-  DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/, error: required('must be a postgres:// URL') }),
+  /** Unset: embedded mode's own PostgreSQL in HOOKLEDGER_DATA_DIR (one process only). */
+  DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// URL' }).optional(),
+  /** Embedded mode's data folder (its PostgreSQL cluster, password and lock). */
+  HOOKLEDGER_DATA_DIR: z.string().min(1).default('./.hookledger'),
   REDIS_URL: z.url({ protocol: /^rediss?$/, error: required('must be a redis:// or rediss:// URL') }),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).default('0.0.0.0'),

@@ -7,6 +7,7 @@ import { type Config, ConfigError, loadConfig } from '../config/config.js'
 import type { Environment } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
 import { openLedger } from '../db/client.js'
+import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
 import { settlesWithin, withDeadline } from '../deadline.js'
 import { createFailpoints } from '../failpoints.js'
@@ -74,8 +75,24 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const failpoints = createFailpoints(env.HOOKLEDGER_FAILPOINT)
   for (const warning of retentionWarnings(config)) logger.warn(warning)
 
-  await migrateLedger(env.DATABASE_URL, logger)
-  const ledger = openLedger(env.DATABASE_URL, { max: runsWorker ? config.file.worker.concurrency + 10 : 20 })
+  if (env.DATABASE_URL === undefined && role !== 'all') {
+    throw new ConfigError(
+      `--role ${role} needs DATABASE_URL: embedded mode runs the api and the worker in one process`,
+    )
+  }
+  let databaseUrl = env.DATABASE_URL
+  let embedded: EmbeddedPostgres | undefined
+  if (databaseUrl === undefined) {
+    embedded = await startEmbeddedPostgres(env.HOOKLEDGER_DATA_DIR, logger)
+    databaseUrl = embedded.url
+    logger.warn(
+      { dataDir: embedded.dataDir },
+      'EMBEDDED MODE: DATABASE_URL is not set, so the ledger lives in an embedded PostgreSQL in the data ' +
+        'folder; one process only, for development and trials. Set DATABASE_URL (and REDIS_URL) in production.',
+    )
+  }
+  await migrateLedger(databaseUrl, logger)
+  const ledger = openLedger(databaseUrl, { max: runsWorker ? config.file.worker.concurrency + 10 : 20 })
   const deploymentId = await readDeploymentId(ledger.db)
   const queuePrefix = config.file.queue.prefix ?? deploymentQueuePrefix(deploymentId)
 
@@ -203,6 +220,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         consumer?.disconnect()
         reconcilerConnection?.disconnect()
         await ledger.close()
+        await embedded?.stop()
         logger.info('hookledger stopped')
       })()
       return closing

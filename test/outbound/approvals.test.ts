@@ -293,8 +293,6 @@ describe('HTTP APIs', () => {
 describe('hookledger approvals (CLI)', () => {
   it('lists, shows and decides an approval', async () => {
     const { approvalsCommand } = await import('../../src/cli/approvals.js')
-    const { readEnvironment } = await import('../../src/config/env.js')
-    const env = readEnvironment({ DATABASE_URL: db.url, REDIS_URL: 'redis://127.0.0.1:6379' })
     const { tool } = chargeTool('charge-cli', () => ({ kind: 'cannot_tell' }))
     const first = await ledger.invoke(tool, { key: 'order:cli:charge', args: { amount: 2 } })
     if (first.kind !== 'needs_reconciliation') throw new Error(first.kind)
@@ -302,14 +300,14 @@ describe('hookledger approvals (CLI)', () => {
     if (escalated.kind !== 'escalated') throw new Error(escalated.kind)
     const lines: string[] = []
     const out = (line: string) => void lines.push(line)
-    expect(await approvalsCommand(['list'], env, out)).toBe(0)
+    expect(await approvalsCommand(['list'], db.url, out)).toBe(0)
     expect(lines.join('\n')).toContain(
       `${escalated.approvalId}  pending  charge-cli (irreversible)  order:cli:charge`,
     )
-    expect(await approvalsCommand(['show', escalated.approvalId], env, out)).toBe(0)
+    expect(await approvalsCommand(['show', escalated.approvalId], db.url, out)).toBe(0)
     expect(lines.at(-1)).toContain('"proposedAction": "investigate"')
     await expect(
-      approvalsCommand(['decide', escalated.approvalId, '--decision', 'retry', '--by', 'dee'], env, out),
+      approvalsCommand(['decide', escalated.approvalId, '--decision', 'retry', '--by', 'dee'], db.url, out),
     ).rejects.toThrow(/payload hash/)
     const args = [
       'decide',
@@ -321,7 +319,7 @@ describe('hookledger approvals (CLI)', () => {
       '--note',
       'customer cancelled',
     ]
-    expect(await approvalsCommand(args, env, out)).toBe(0)
+    expect(await approvalsCommand(args, db.url, out)).toBe(0)
     expect(lines.at(-1)).toBe('order:cli:charge: abandon recorded; the operation is now abandoned')
   })
 })

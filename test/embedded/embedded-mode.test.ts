@@ -1,0 +1,155 @@
+import { spawnSync } from 'node:child_process'
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import postgres from 'postgres'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { runningEmbeddedUrl } from '../../src/db/embedded.js'
+import { type Child, startChild } from '../support/child.js'
+import { testRedisUrl } from '../support/env.js'
+import { signedHeaders, TEST_SECRET } from '../support/signing.js'
+import { startSink } from '../support/sink.js'
+
+// Embedded mode end to end: the real CLI as a child process, with DATABASE_URL unset, on a data
+// folder of its own (under the system's temp folder, which the `postgres` user can reach when the
+// suite runs as root).
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+const CLI = 'src/cli/main.ts'
+const EMBEDDED = { DATABASE_URL: '', REDIS_URL: testRedisUrl() }
+
+let folder: string
+let sink: Awaited<ReturnType<typeof startSink>>
+let configPath: string
+const children: Child[] = []
+
+beforeAll(async () => {
+  folder = mkdtempSync(join(tmpdir(), 'hookledger-embedded-'))
+  chmodSync(folder, 0o755) // mkdtemp makes it 0700, closed to the `postgres` user when run as root
+  sink = await startSink(() => ({ status: 200, body: 'ok' }))
+  configPath = join(folder, 'config.json')
+  writeFileSync(
+    configPath,
+    JSON.stringify({
+      sources: [
+        {
+          id: 'acme',
+          verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
+          handler: { type: 'forward', url: sink.url },
+        },
+      ],
+    }),
+  )
+})
+afterAll(async () => {
+  for (const child of children) await child.kill('SIGTERM')
+  await sink.close()
+  rmSync(folder, { recursive: true, force: true })
+})
+
+async function serve(dataDir: string): Promise<Child> {
+  const child = await startChild([CLI, 'serve', '--config', configPath], {
+    ...EMBEDDED,
+    HOOKLEDGER_DATA_DIR: dataDir,
+  })
+  children.push(child)
+  return child
+}
+
+async function deliver(child: Child, eventId: string, body = `{"type":"invoice.paid","id":"${eventId}"}`) {
+  const response = await fetch(`${child.url}/webhooks/acme`, {
+    method: 'POST',
+    body,
+    headers: signedHeaders(body, { id: eventId }),
+  })
+  return { status: response.status, body: (await response.json()) as { status?: string } }
+}
+
+async function ledgerOf(dataDir: string) {
+  const url = await runningEmbeddedUrl(dataDir)
+  if (url === undefined) throw new Error('no embedded PostgreSQL runs in the data folder')
+  return postgres(url, { max: 1, onnotice: () => {} })
+}
+
+async function statusOf(dataDir: string, eventId: string): Promise<string | undefined> {
+  const sql = await ledgerOf(dataDir)
+  try {
+    const rows = await sql<Array<{ status: string }>>`
+      select status::text from inbound_events where event_id = ${eventId}`
+    return rows[0]?.status
+  } finally {
+    await sql.end({ timeout: 1 })
+  }
+}
+
+describe('embedded mode (DATABASE_URL unset)', () => {
+  it('starts its own PostgreSQL, says so loudly, and receives, dedupes and processes events', async () => {
+    const dataDir = join(folder, 'first')
+    const child = await serve(dataDir)
+    expect(child.output()).toContain('EMBEDDED MODE')
+
+    expect(await deliver(child, 'evt_emb_1')).toEqual({
+      status: 200,
+      body: expect.objectContaining({ status: 'accepted' }),
+    })
+    expect(await deliver(child, 'evt_emb_1')).toEqual({
+      status: 200,
+      body: expect.objectContaining({ status: 'duplicate' }),
+    })
+    await expect.poll(() => statusOf(dataDir, 'evt_emb_1'), { timeout: 15_000 }).toBe('done')
+    expect(sink.received.filter((r) => r.body.includes('evt_emb_1'))).toHaveLength(1)
+    expect((await fetch(`${child.url}/readyz`)).status).toBe(200)
+
+    await child.kill('SIGTERM')
+    expect(await runningEmbeddedUrl(dataDir)).toBeUndefined() // the server stopped with its process
+  })
+
+  it('runs one process per data folder: a second one is refused while the first lives', async () => {
+    const dataDir = join(folder, 'locked')
+    const first = await serve(dataDir)
+    const second = spawnSync(process.execPath, ['--import', 'tsx', CLI, 'serve', '--config', configPath], {
+      cwd: ROOT,
+      env: { ...process.env, ...EMBEDDED, HOOKLEDGER_DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'silent' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    })
+    expect(second.status).toBe(1)
+    expect(second.stderr).toContain(`is in use by hookledger process ${first.process.pid}`)
+    expect((await fetch(`${first.url}/healthz`)).status).toBe(200) // the first is untouched
+    await first.kill('SIGTERM')
+  })
+
+  it('after a SIGKILL, the next start takes over the folder and its server, and the ledger is intact', async () => {
+    const dataDir = join(folder, 'killed')
+    const first = await serve(dataDir)
+    expect((await deliver(first, 'evt_emb_kill')).status).toBe(200)
+    await expect.poll(() => statusOf(dataDir, 'evt_emb_kill'), { timeout: 15_000 }).toBe('done')
+    await first.kill('SIGKILL') // leaves its PostgreSQL running and its lock file behind
+
+    const second = await serve(dataDir)
+    expect(second.output()).toContain('left running by a killed hookledger process')
+    // The committed event survived: the provider's retry is a duplicate, not a second event.
+    expect(await deliver(second, 'evt_emb_kill')).toEqual({
+      status: 200,
+      body: expect.objectContaining({ status: 'duplicate' }),
+    })
+    expect(sink.received.filter((r) => r.body.includes('evt_emb_kill'))).toHaveLength(1)
+    await second.kill('SIGTERM')
+  })
+
+  it('refuses the api or worker role: embedded mode is one process', () => {
+    const result = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', CLI, 'serve', '--role', 'api', '--config', configPath],
+      {
+        cwd: ROOT,
+        env: { ...process.env, ...EMBEDDED, HOOKLEDGER_DATA_DIR: join(folder, 'roles'), LOG_LEVEL: 'silent' },
+        encoding: 'utf8',
+        timeout: 30_000,
+      },
+    )
+    expect(result.status).toBe(1)
+    expect(result.stderr).toContain('--role api needs DATABASE_URL')
+  })
+})
