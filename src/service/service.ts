@@ -17,6 +17,7 @@ import { createApp, createHealthApp } from '../http/app.js'
 import type { ReadinessCheck } from '../http/routes/health.js'
 import { createLogger, type Logger } from '../logger.js'
 import { addGauge, createMetrics, type Metrics } from '../metrics.js'
+import { addOutboundGauges } from '../outbound/gauges.js'
 import { createOutboundLedger, type OutboundLedger } from '../outbound/ledger.js'
 import {
   RECONCILE_QUEUE,
@@ -122,6 +123,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
 
   const metrics = createMetrics()
   addLedgerGauges(metrics, ledger.sql, queue)
+  addOutboundGauges(metrics, ledger.sql)
   const readiness: ReadinessCheck[] = [
     { name: 'postgres', check: () => ledger.db.execute(sql`select 1`) },
     { name: 'redis', check: () => producer.ping() },
