@@ -1,5 +1,5 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { existsSync, openSync, readFileSync } from 'node:fs'
 import { chown, mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:net'
@@ -45,8 +45,8 @@ export async function startEmbeddedPostgres(dataDir: string, logger: Logger): Pr
   const releaseLock = await lockDataFolder(folder)
   try {
     const binaries = await loadBinaries()
-    const runAs = await postgresUser(folder)
-    const pgdata = join(folder, 'pg')
+    const runAs = postgresUser()
+    const pgdata = await clusterFolder(folder, runAs)
     await stopOrphanedServer(pgdata, logger)
     if (!existsSync(join(pgdata, 'PG_VERSION')))
       await initCluster(binaries.initdb, folder, pgdata, runAs, logger)
@@ -136,30 +136,42 @@ interface RunAs {
 
 /**
  * PostgreSQL refuses to run as root. As root (a container or CI machine), the server runs as the
- * system's `postgres` user, which must be able to reach the data folder.
+ * system's `postgres` user.
  */
-async function postgresUser(folder: string): Promise<RunAs | undefined> {
+function postgresUser(): RunAs | undefined {
   if (process.getuid?.() !== 0) return undefined
-  let ids: RunAs
   try {
     const id = (flag: string) =>
       Number.parseInt(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }), 10)
-    ids = { uid: id('-u'), gid: id('-g') }
+    return { uid: id('-u'), gid: id('-g') }
   } catch {
     throw new EmbeddedPostgresError(
       "running as root: PostgreSQL refuses root, and there is no 'postgres' user to run it as " +
         '(create one with `useradd postgres`, run hookledger as another user, or set DATABASE_URL)',
     )
   }
+}
+
+/**
+ * The cluster's folder: `pg` inside the data folder, unless the server's user cannot enter the data
+ * folder (root working in a 0700 folder such as a `mktemp -d` or /root): then a folder of its own
+ * under /var/lib/hookledger, named after the data folder's path, so each data folder keeps its one
+ * cluster across restarts.
+ */
+async function clusterFolder(folder: string, runAs: RunAs | undefined): Promise<string> {
+  if (runAs === undefined || canEnter(folder, runAs)) return join(folder, 'pg')
+  const home = '/var/lib/hookledger'
+  await mkdir(home, { recursive: true, mode: 0o755 })
+  return join(home, createHash('sha256').update(folder).digest('hex').slice(0, 16))
+}
+
+function canEnter(folder: string, runAs: RunAs): boolean {
   try {
-    execFileSync('test', ['-x', folder], { uid: ids.uid, gid: ids.gid })
+    execFileSync('test', ['-x', folder], { uid: runAs.uid, gid: runAs.gid })
+    return true
   } catch {
-    throw new EmbeddedPostgresError(
-      `running as root: the 'postgres' user cannot reach ${folder} (a parent folder is closed to it); ` +
-        'choose a HOOKLEDGER_DATA_DIR under a folder it can enter, such as /var/lib or /tmp',
-    )
+    return false
   }
-  return ids
 }
 
 /** initdb into a scratch folder, renamed into place when complete, so a crash leaves no half cluster. */
@@ -171,7 +183,7 @@ async function initCluster(
   logger: Logger,
 ) {
   logger.info({ dataDir: folder }, 'creating the embedded PostgreSQL cluster (first start)')
-  const scratch = join(folder, `pg.init-${randomBytes(4).toString('hex')}`)
+  const scratch = `${pgdata}.init-${randomBytes(4).toString('hex')}`
   await rm(pgdata, { recursive: true, force: true })
   await mkdir(scratch, { mode: 0o700 })
   const password = randomBytes(24).toString('hex')
@@ -337,8 +349,9 @@ function localeFreeEnv(): NodeJS.ProcessEnv {
  */
 export async function runningEmbeddedUrl(dataDir: string): Promise<string | undefined> {
   const folder = resolve(dataDir)
+  const pgdata = await clusterFolder(folder, postgresUser())
   // postmaster.pid: pid, data folder, start time, port, …
-  const lines = (await readFile(join(folder, 'pg', 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')
+  const lines = (await readFile(join(pgdata, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')
   const pid = Number.parseInt(lines[0] ?? '', 10)
   const port = Number.parseInt(lines[3] ?? '', 10)
   if (!Number.isInteger(pid) || !Number.isInteger(port) || !isAlive(pid)) return undefined

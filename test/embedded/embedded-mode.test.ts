@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process'
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -137,6 +138,28 @@ describe('embedded mode (DATABASE_URL unset)', () => {
     expect(sink.received.filter((r) => r.body.includes('evt_emb_kill'))).toHaveLength(1)
     await second.kill('SIGTERM')
   })
+
+  it.runIf(process.getuid?.() === 0)(
+    'as root, in a folder the postgres user cannot enter, keeps the cluster under /var/lib/hookledger',
+    async () => {
+      const closed = mkdtempSync(join(tmpdir(), 'hookledger-closed-')) // 0700, as `mktemp -d` makes it
+      const dataDir = join(closed, 'data')
+      const cluster = join(
+        '/var/lib/hookledger',
+        createHash('sha256').update(dataDir).digest('hex').slice(0, 16),
+      )
+      try {
+        const child = await serve(dataDir)
+        expect((await deliver(child, 'evt_emb_closed')).status).toBe(200)
+        await expect.poll(() => statusOf(dataDir, 'evt_emb_closed'), { timeout: 15_000 }).toBe('done')
+        expect(existsSync(join(cluster, 'PG_VERSION'))).toBe(true)
+        await child.kill('SIGTERM')
+      } finally {
+        rmSync(closed, { recursive: true, force: true })
+        rmSync(cluster, { recursive: true, force: true })
+      }
+    },
+  )
 
   it('refuses the api or worker role: embedded mode is one process', () => {
     const result = spawnSync(
