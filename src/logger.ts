@@ -2,6 +2,22 @@ import { pino } from 'pino'
 
 export type Logger = pino.Logger
 
+/** Credentials and every provider's signature header: enough to replay or forge a delivery. */
+const SENSITIVE_HEADERS = [
+  'authorization',
+  'cookie',
+  'set-cookie',
+  'webhook-signature',
+  'svix-signature',
+  'stripe-signature',
+  'x-hub-signature-256',
+  'x-hub-signature',
+  'x-shopify-hmac-sha256',
+  'x-slack-signature',
+  'paddle-signature',
+  'x-square-hmacsha256-signature',
+]
+
 /**
  * JSON logs. Signature headers, secrets and tokens are redacted wherever they appear in a logged
  * object, and payloads are never logged, so nothing a log shipper sees can forge or replay an event.
@@ -16,14 +32,13 @@ export function createLogger(level: string, destination?: pino.DestinationStream
         paths: [
           'secret',
           'secrets',
+          'password',
+          'token',
           '*.secret',
           '*.secrets',
-          'headers.authorization',
-          'headers["webhook-signature"]',
-          'headers["svix-signature"]',
-          '*.headers.authorization',
-          '*.headers["webhook-signature"]',
-          '*.headers["svix-signature"]',
+          '*.password',
+          '*.token',
+          ...SENSITIVE_HEADERS.flatMap((name) => [`headers["${name}"]`, `*.headers["${name}"]`]),
         ],
         censor: '[redacted]',
       },
