@@ -11,7 +11,8 @@ RUN npm run build
 FROM node:20-bookworm-slim AS production-dependencies
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund
+# --omit=optional leaves out embedded mode's PostgreSQL binaries: an image runs on DATABASE_URL.
+RUN npm ci --omit=dev --omit=optional --no-audit --no-fund
 
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production \
