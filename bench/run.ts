@@ -2,13 +2,12 @@
 // through a bare Hono route that only reads the body. Every load is bounded in time; all traffic
 // stays on 127.0.0.1.
 import { createHmac, randomBytes } from 'node:crypto'
-import { writeFileSync } from 'node:fs'
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import postgres from 'postgres'
-import { migrateLedger } from '../src/db/migrate.js'
-import { createLogger } from '../src/logger.js'
+import { runningEmbeddedUrl } from '../src/db/embedded.js'
 import { startChild } from '../test/support/child.js'
 import { adminDatabaseUrl, testRedisUrl } from '../test/support/env.js'
 
@@ -53,13 +52,61 @@ async function load(url: string) {
   }
 }
 
+/** One way of running the full path: its environment, and where its ledger can be read afterwards. */
+interface Variant {
+  label: string
+  env: Record<string, string>
+  ledgerUrl: () => Promise<string | undefined>
+}
+
+interface FullResult {
+  load: Awaited<ReturnType<typeof load>>
+  donePerSecond: number
+  drained: boolean
+}
+
+/** Loads one variant, then waits for its backlog to drain and counts events DONE per second. */
+async function runFull(variant: Variant, configPath: string): Promise<FullResult> {
+  const full = await startChild(['bench/full-server.ts'], {
+    ...variant.env,
+    HOOKLEDGER_CONFIG: configPath,
+    LOG_LEVEL: 'warn',
+  })
+  try {
+    const result = await load(full.url)
+    const url = await variant.ledgerUrl()
+    if (url === undefined) throw new Error(`${variant.label}: its ledger cannot be found`)
+    const ledger = postgres(url, { max: 1, onnotice: () => {} })
+    try {
+      // Events DONE per second: from the first receipt to the last DONE, once the backlog drained.
+      const deadline = Date.now() + 120_000
+      let drained = false
+      while (Date.now() < deadline) {
+        const [row] =
+          await ledger`select count(*) filter (where status <> 'done')::int as open from inbound_events`
+        if (row?.open === 0) {
+          drained = true
+          break
+        }
+        await new Promise((resolve) => setTimeout(resolve, 250))
+      }
+      const [stats] = await ledger`
+        select count(*)::int as done,
+               extract(epoch from max(processed_at) - min(received_at))::float8 as seconds
+        from inbound_events where status = 'done'`
+      const donePerSecond = stats && stats.seconds > 0 ? stats.done / stats.seconds : 0
+      return { load: result, donePerSecond, drained }
+    } finally {
+      await ledger.end()
+    }
+  } finally {
+    await full.kill('SIGTERM')
+  }
+}
+
 async function main() {
-  const name = `hl_bench_${randomBytes(4).toString('hex')}`
-  const url = new URL(adminDatabaseUrl())
-  url.pathname = `/${name}`
-  const databaseUrl = url.toString()
-  await migrateLedger(databaseUrl, createLogger('silent'))
-  const configPath = join(tmpdir(), `${name}.json`)
+  const run = randomBytes(4).toString('hex')
+  const configPath = join(tmpdir(), `hl_bench_${run}.json`)
   writeFileSync(
     configPath,
     JSON.stringify({
@@ -72,39 +119,45 @@ async function main() {
       worker: { concurrency: 16 },
     }),
   )
+  // Each variant gets a ledger of its own, so no run counts another's rows.
+  const databaseUrl = (suffix: string) => {
+    const url = new URL(adminDatabaseUrl())
+    url.pathname = `/hl_bench_${run}_${suffix}`
+    return url.toString()
+  }
+  const dataDir = mkdtempSync(join(tmpdir(), 'hl-bench-embedded-'))
+  chmodSync(dataDir, 0o755) // reachable by the `postgres` user when the bench runs as root
+  const variants: Variant[] = [
+    {
+      label: 'full path (verify, claim, commit, enqueue; worker in the same process)',
+      env: { DATABASE_URL: databaseUrl('redis'), REDIS_URL: testRedisUrl() },
+      ledgerUrl: async () => databaseUrl('redis'),
+    },
+    {
+      label: 'the same on embedded mode (its own PostgreSQL, DATABASE_URL unset)',
+      env: { DATABASE_URL: '', REDIS_URL: testRedisUrl(), HOOKLEDGER_DATA_DIR: join(dataDir, 'data') },
+      ledgerUrl: () => runningEmbeddedUrl(join(dataDir, 'data')),
+    },
+  ]
   const admin = postgres(adminDatabaseUrl(), { max: 1, onnotice: () => {} })
-  const ledger = postgres(databaseUrl, { max: 1, onnotice: () => {} })
   try {
     const bare = await startChild(['bench/bare-server.ts'], {})
     const bareResult = await load(bare.url)
     await bare.kill('SIGTERM')
 
-    const full = await startChild(['bench/full-server.ts'], {
-      DATABASE_URL: databaseUrl,
-      REDIS_URL: testRedisUrl(),
-      HOOKLEDGER_CONFIG: configPath,
-      LOG_LEVEL: 'warn',
-    })
-    const fullResult = await load(full.url)
-    // Events DONE per second: from the first receipt to the last DONE, once the backlog drained.
-    const deadline = Date.now() + 120_000
-    let drained = false
-    while (Date.now() < deadline) {
-      const [row] =
-        await ledger`select count(*) filter (where status <> 'done')::int as open from inbound_events`
-      if (row?.open === 0) {
-        drained = true
-        break
-      }
-      await new Promise((resolve) => setTimeout(resolve, 250))
+    const rows: string[] = []
+    let failed = false
+    let fullPath: FullResult | undefined
+    for (const variant of variants) {
+      const result = await runFull(variant, configPath)
+      fullPath ??= result
+      const { load: l } = result
+      rows.push(
+        `| ${variant.label} | ${l.requestsPerSecond.toFixed(0)} | ${l.p50} | ${l.p99} | ${l.non2xx} | ${l.errors} | ${result.donePerSecond.toFixed(0)}${result.drained ? '' : ' (backlog not drained)'} |`,
+      )
+      failed ||= l.non2xx > 0 || l.errors > 0
     }
-    const [stats] = await ledger`
-      select count(*)::int as done,
-             extract(epoch from max(processed_at) - min(received_at))::float8 as seconds
-      from inbound_events where status = 'done'`
-    await full.kill('SIGTERM')
 
-    const donePerSecond = stats && stats.seconds > 0 ? stats.done / stats.seconds : 0
     const cpu = cpus()[0]?.model ?? 'unknown CPU'
     const lines = [
       `hookledger bench — ${cpus().length} cores (${cpu}), Node ${process.version}, ${CONNECTIONS} connections, ${DURATION_S} s per run, ~1 KB signed bodies, unique ids`,
@@ -112,16 +165,18 @@ async function main() {
       '| path | requests/s | p50 ms | p99 ms | non-2xx | errors | events DONE/s |',
       '|---|---:|---:|---:|---:|---:|---:|',
       `| bare Hono route (reads the body) | ${bareResult.requestsPerSecond.toFixed(0)} | ${bareResult.p50} | ${bareResult.p99} | ${bareResult.non2xx} | ${bareResult.errors} | – |`,
-      `| full path (verify, claim, commit, enqueue; worker in the same process) | ${fullResult.requestsPerSecond.toFixed(0)} | ${fullResult.p50} | ${fullResult.p99} | ${fullResult.non2xx} | ${fullResult.errors} | ${donePerSecond.toFixed(0)}${drained ? '' : ' (backlog not drained)'} |`,
+      ...rows,
       '',
-      `ratio full/bare (requests/s): ${(fullResult.requestsPerSecond / bareResult.requestsPerSecond).toFixed(2)}`,
+      `ratio full/bare (requests/s): ${((fullPath?.load.requestsPerSecond ?? 0) / bareResult.requestsPerSecond).toFixed(2)}`,
     ]
     process.stdout.write(`${lines.join('\n')}\n`)
-    if (fullResult.non2xx > 0 || fullResult.errors > 0) process.exitCode = 1
+    if (failed) process.exitCode = 1
   } finally {
-    await ledger.end()
-    await admin.unsafe(`drop database if exists "${name}" with (force)`)
+    for (const suffix of ['redis']) {
+      await admin.unsafe(`drop database if exists "hl_bench_${run}_${suffix}" with (force)`)
+    }
     await admin.end()
+    rmSync(dataDir, { recursive: true, force: true })
   }
 }
 
