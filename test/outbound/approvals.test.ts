@@ -290,6 +290,122 @@ describe('HTTP APIs', () => {
   })
 })
 
+describe('HTTP APIs: a compensable tool driven by an agent', () => {
+  const config = buildConfig({ sources: [] }, () => undefined)
+  const token = 'c'.repeat(20)
+  const api = () =>
+    createApp({
+      config,
+      db: db.db,
+      claims: createClaimBatcher(db.sql),
+      enqueuer: createEnqueuer({ queue: undefined as never, sql: db.sql, logger, failpoints: noFailpoints }),
+      logger,
+      metrics: createMetrics(),
+      readiness: [],
+      outbound: ledger,
+      agentToken: token,
+    })
+  const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' }
+  const post = async (path: string, body: unknown) => {
+    const response = await api().request(path, { method: 'POST', headers, body: JSON.stringify(body) })
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> }
+  }
+  type Claimed = { decision: string; leaseToken: string; attempt: number; idempotencyKey: string }
+  const claimUntil = async (body: unknown, decision: string): Promise<Claimed> => {
+    const deadline = Date.now() + 5000
+    for (;;) {
+      const answer = await post('/v1/operations/claim', body)
+      if (answer.body.decision === decision) return answer.body as unknown as Claimed
+      if (Date.now() > deadline) throw new Error(`no '${decision}' claim: ${JSON.stringify(answer.body)}`)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  }
+
+  it('records the undo before the call, undoes an unknown outcome, then retries under a new key', async () => {
+    const key = 'agent:run-c:book'
+    const path = `/v1/operations/${encodeURIComponent(key)}`
+    const claimBody = { key, tool: 'book-room', effect: 'compensable', args: { room: 12 } }
+    const first = await claimUntil(claimBody, 'execute')
+    expect(first).toMatchObject({ attempt: 1, idempotencyKey: key, undoRefRequired: true })
+
+    // Reports that do not hold the operation change nothing.
+    const stranger = await post(`${path}/undo-ref`, {
+      leaseToken: '00000000-0000-4000-8000-000000000000',
+      attempt: 1,
+      undoRef: { cancel: 'bk_1' },
+    })
+    expect(stranger).toMatchObject({ status: 409, body: { error: { code: 'lease_lost' } } })
+    const early = await post(`${path}/undo-outcome`, {
+      leaseToken: first.leaseToken,
+      attempt: 1,
+      outcome: 'success',
+    })
+    expect(early).toMatchObject({ status: 409, body: { error: { code: 'attempt_mismatch' } } })
+
+    const undoRef = await post(`${path}/undo-ref`, {
+      leaseToken: first.leaseToken,
+      attempt: 1,
+      undoRef: { cancel: 'bk_1' },
+    })
+    expect(undoRef.status).toBe(200)
+    const lost = await post(`${path}/outcome`, {
+      leaseToken: first.leaseToken,
+      attempt: 1,
+      outcome: 'unknown',
+      error: 'socket hang up',
+    })
+    expect(lost).toMatchObject({ status: 200, body: { decision: 'claim_again' } })
+
+    // The unknown outcome with a recorded undo: the next claim hands out the undo, not a retry.
+    const undo = await claimUntil(claimBody, 'undo')
+    expect(undo).toMatchObject({ attempt: 1, undoRef: { cancel: 'bk_1' } })
+    const undone = await post(`${path}/undo-outcome`, {
+      leaseToken: undo.leaseToken,
+      attempt: 1,
+      outcome: 'success',
+    })
+    expect(undone).toMatchObject({ status: 200, body: { decision: 'claim_again' } })
+
+    // Only after the undo committed: a second attempt, under a new idempotency key.
+    const second = await claimUntil(claimBody, 'execute')
+    expect(second).toMatchObject({ attempt: 2, idempotencyKey: `${key}#2` })
+    await post(`${path}/undo-ref`, { leaseToken: second.leaseToken, attempt: 2, undoRef: { cancel: 'bk_2' } })
+    const done = await post(`${path}/outcome`, {
+      leaseToken: second.leaseToken,
+      attempt: 2,
+      outcome: 'success',
+      result: { booking: 'bk_2' },
+    })
+    expect(done).toMatchObject({ status: 200, body: { decision: 'completed', result: { booking: 'bk_2' } } })
+
+    const view = await api().request(path, { headers })
+    expect(await view.json()).toMatchObject({
+      status: 'completed',
+      attempts: [
+        { attempt: 1, status: 'compensated' },
+        { attempt: 2, status: 'succeeded' },
+      ],
+    })
+  })
+
+  it('an unknown outcome without a recorded undo goes to reconciliation, never to a retry', async () => {
+    const key = 'agent:run-d:book'
+    const claimBody = { key, tool: 'book-room', effect: 'compensable', args: { room: 13 } }
+    const first = await claimUntil(claimBody, 'execute')
+    const lost = await post(`/v1/operations/${encodeURIComponent(key)}/outcome`, {
+      leaseToken: first.leaseToken,
+      attempt: 1,
+      outcome: 'unknown',
+      error: 'timeout',
+    })
+    expect(lost.body).toMatchObject({
+      decision: 'escalated',
+      status: 'needs_reconciliation',
+      reason: 'unknown_without_undo_ref',
+    })
+  })
+})
+
 describe('hookledger approvals (CLI)', () => {
   it('lists, shows and decides an approval', async () => {
     const { approvalsCommand } = await import('../../src/cli/approvals.js')
