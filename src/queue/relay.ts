@@ -1,15 +1,15 @@
-import type { Queue } from 'bullmq'
 import { and, asc, inArray, isNotNull, isNull, lt, sql } from 'drizzle-orm'
 import type { ConfigFile } from '../config/config.js'
 import type { Database } from '../db/client.js'
 import { inboundEvents } from '../db/schema.js'
 import type { Logger } from '../logger.js'
+import type { JobQueue } from './backend.js'
 import type { Enqueuer } from './enqueuer.js'
 import { type ProcessEventData, processEventJobId } from './jobs.js'
 
 export interface RelayDependencies {
   db: Database
-  queue: Queue<ProcessEventData>
+  queue: JobQueue<ProcessEventData>
   enqueuer: Enqueuer
   settings: ConfigFile['relay']
   logger: Logger

@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net'
 import { type ServerType, serve } from '@hono/node-server'
-import { Queue } from 'bullmq'
+import type { Queue } from 'bullmq'
 import { sql } from 'drizzle-orm'
 import type postgres from 'postgres'
 import { type Config, ConfigError, loadConfig } from '../config/config.js'
@@ -20,11 +20,13 @@ import { createOutboundLedger, type OutboundLedger } from '../outbound/ledger.js
 import {
   RECONCILE_QUEUE,
   type ReconcileJobData,
+  reconcileJobOptions,
   reconcileScheduler,
   startReconciler,
 } from '../outbound/reconcile.js'
 import type { Tool } from '../outbound/tools.js'
-import { consumerConnection, producerConnection } from '../queue/connections.js'
+import type { JobQueue, QueueBackend } from '../queue/backend.js'
+import { createBullmqBackend } from '../queue/bullmq.js'
 import { createEnqueuer } from '../queue/enqueuer.js'
 import {
   deploymentQueuePrefix,
@@ -57,6 +59,8 @@ export interface Service {
   queuePrefix: string
   /** The outbound ledger this process's handlers and agents' API use. */
   outbound: OutboundLedger
+  /** Which queue carries the jobs: BullMQ on Redis (its queues, for a dashboard), or this process's memory. */
+  queue: { kind: 'bullmq'; queues: readonly Queue[] } | { kind: 'in-process' }
   /** Stops accepting, drains running jobs, then closes the queue, Redis and Postgres, in that order. */
   close(): Promise<void>
 }
@@ -79,21 +83,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const deploymentId = await readDeploymentId(ledger.db)
   const queuePrefix = config.file.queue.prefix ?? deploymentQueuePrefix(deploymentId)
 
-  const producer = producerConnection(env.REDIS_URL)
-  producer.on('error', () => {}) // reported by readiness and by the enqueue that fails
-  const queue = new Queue<ProcessEventData>(INBOUND_QUEUE, {
-    connection: producer,
-    prefix: queuePrefix,
-    defaultJobOptions: processEventJobOptions,
-  })
-  queue.on('error', () => {})
+  const backend: QueueBackend = createBullmqBackend({ url: env.REDIS_URL, prefix: queuePrefix })
+  const queue = backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions)
   const enqueuer = createEnqueuer({ queue, sql: ledger.sql, logger, failpoints })
 
-  const reconcileQueue = new Queue<ReconcileJobData>(RECONCILE_QUEUE, {
-    connection: producer,
-    prefix: queuePrefix,
-  })
-  reconcileQueue.on('error', () => {})
+  const reconcileQueue = backend.queue<ReconcileJobData>(RECONCILE_QUEUE, reconcileJobOptions)
   const outbound = createOutboundLedger({
     db: ledger.db,
     logger,
@@ -107,7 +101,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   addLedgerGauges(metrics, ledger.sql, queue)
   const readiness: ReadinessCheck[] = [
     { name: 'postgres', check: () => ledger.db.execute(sql`select 1`) },
-    { name: 'redis', check: () => producer.ping() },
+    { name: 'redis', check: () => backend.ping() },
   ]
   // A worker-only process serves /healthz and /readyz alone, so orchestrators can watch it too.
   const app =
@@ -134,42 +128,34 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const address = server.address() as AddressInfo
   const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
   logger.info(
-    { url, role, deploymentId, queuePrefix, sources: [...config.sources.keys()] },
+    { url, role, deploymentId, queue: backend.kind, queuePrefix, sources: [...config.sources.keys()] },
     'hookledger listening',
   )
 
-  const consumer = runsWorker ? consumerConnection(env.REDIS_URL) : undefined
-  consumer?.on('error', () => {})
-  const worker =
-    consumer === undefined
-      ? undefined
-      : startWorker({
-          connection: consumer,
-          prefix: queuePrefix,
-          db: ledger.db,
-          sql: ledger.sql,
-          handlers,
-          settings: config.file.worker,
-          logger,
-          metrics,
-          failpoints,
-          outbound,
-        })
-  const reconcilerConnection = runsWorker ? consumerConnection(env.REDIS_URL) : undefined
-  reconcilerConnection?.on('error', () => {})
-  const reconciler =
-    reconcilerConnection === undefined
-      ? undefined
-      : startReconciler({
-          connection: reconcilerConnection,
-          prefix: queuePrefix,
-          db: ledger.db,
-          queue: reconcileQueue,
-          ledger: outbound,
-          logger,
-        })
+  const worker = runsWorker
+    ? startWorker({
+        backend,
+        db: ledger.db,
+        sql: ledger.sql,
+        handlers,
+        settings: config.file.worker,
+        logger,
+        metrics,
+        failpoints,
+        outbound,
+      })
+    : undefined
+  const reconciler = runsWorker
+    ? startReconciler({ backend, db: ledger.db, queue: reconcileQueue, ledger: outbound, logger })
+    : undefined
   const relay = runsWorker
-    ? startRelay({ db: ledger.db, queue, enqueuer, settings: config.file.relay, logger })
+    ? startRelay({
+        db: ledger.db,
+        queue,
+        enqueuer,
+        settings: config.file.relay,
+        logger,
+      })
     : undefined
   const retention = runsWorker ? startRetention({ sql: ledger.sql, config, logger }) : undefined
   if (runsWorker)
@@ -181,6 +167,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     deploymentId,
     queuePrefix,
     outbound,
+    queue: backend.kind === 'bullmq' ? { kind: 'bullmq', queues: backend.queues() } : { kind: 'in-process' },
     close() {
       closing ??= (async () => {
         await new Promise<void>((resolve) => server.close(() => resolve()))
@@ -199,9 +186,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         await settlesWithin(reconciler?.close() ?? Promise.resolve(), SHUTDOWN_DRAIN_MS)
         await settlesWithin(queue.close(), 2000)
         await settlesWithin(reconcileQueue.close(), 2000)
-        producer.disconnect()
-        consumer?.disconnect()
-        reconcilerConnection?.disconnect()
+        await backend.close()
         await ledger.close()
         logger.info('hookledger stopped')
       })()
@@ -211,7 +196,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
 }
 
 /** Read on scrape: the ledger's events by status, and the queue's jobs by state. */
-function addLedgerGauges(metrics: Metrics, client: postgres.Sql, queue: Queue<ProcessEventData>) {
+function addLedgerGauges(metrics: Metrics, client: postgres.Sql, queue: JobQueue<ProcessEventData>) {
   addGauge(metrics, {
     name: 'hookledger_events',
     help: 'Inbound events in the ledger, by source and status',
