@@ -10,7 +10,8 @@ function required(invalid: string) {
 
 const environmentSchema = z.object({
   DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/, error: required('must be a postgres:// URL') }),
-  REDIS_URL: z.url({ protocol: /^rediss?$/, error: required('must be a redis:// or rediss:// URL') }),
+  /** Unset: jobs run in an in-process queue, one process only (see src/queue/in-process.ts). */
+  REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).optional(),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).default('0.0.0.0'),
   HOOKLEDGER_CONFIG: z.string().min(1).default('./hookledger.config.json'),

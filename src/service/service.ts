@@ -4,7 +4,7 @@ import type { Queue } from 'bullmq'
 import { sql } from 'drizzle-orm'
 import type postgres from 'postgres'
 import { type Config, ConfigError, loadConfig } from '../config/config.js'
-import type { Environment } from '../config/env.js'
+import { type Environment, EnvironmentError } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
 import { openLedger } from '../db/client.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
@@ -28,6 +28,7 @@ import type { Tool } from '../outbound/tools.js'
 import type { JobQueue, QueueBackend } from '../queue/backend.js'
 import { createBullmqBackend } from '../queue/bullmq.js'
 import { createEnqueuer } from '../queue/enqueuer.js'
+import { createInProcessBackend } from '../queue/in-process.js'
 import {
   deploymentQueuePrefix,
   INBOUND_QUEUE,
@@ -65,11 +66,12 @@ export interface Service {
   close(): Promise<void>
 }
 
-/** Starts the roles of one hookledger process against one Postgres and one Redis. */
+/** Starts the roles of one hookledger process against one Postgres, and one Redis unless REDIS_URL is unset. */
 export async function startService(options: ServiceOptions): Promise<Service> {
   const { env } = options
   const role = options.role ?? 'all'
   const logger = options.logger ?? createLogger(env.LOG_LEVEL)
+  if (env.REDIS_URL === undefined) announceInProcessQueue(role, logger)
   const config = options.config ?? (await loadConfig(env.HOOKLEDGER_CONFIG, env.lookup))
   const runsWorker = role !== 'api'
   const handlers = runsWorker
@@ -83,7 +85,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const deploymentId = await readDeploymentId(ledger.db)
   const queuePrefix = config.file.queue.prefix ?? deploymentQueuePrefix(deploymentId)
 
-  const backend: QueueBackend = createBullmqBackend({ url: env.REDIS_URL, prefix: queuePrefix })
+  const backend: QueueBackend =
+    env.REDIS_URL === undefined
+      ? createInProcessBackend()
+      : createBullmqBackend({ url: env.REDIS_URL, prefix: queuePrefix })
   const queue = backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions)
   const enqueuer = createEnqueuer({ queue, sql: ledger.sql, logger, failpoints })
 
@@ -101,7 +106,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   addLedgerGauges(metrics, ledger.sql, queue)
   const readiness: ReadinessCheck[] = [
     { name: 'postgres', check: () => ledger.db.execute(sql`select 1`) },
-    { name: 'redis', check: () => backend.ping() },
+    backend.kind === 'bullmq'
+      ? { name: 'redis', check: () => backend.ping() }
+      : { name: 'queue', check: async () => {}, ok: 'in-process' },
   ]
   // A worker-only process serves /healthz and /readyz alone, so orchestrators can watch it too.
   const app =
@@ -155,6 +162,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         enqueuer,
         settings: config.file.relay,
         logger,
+        // The in-process queue died with the last process: resume its rows now, not orphanAfterMs later.
+        resumeAtStart: backend.kind === 'in-process',
       })
     : undefined
   const retention = runsWorker ? startRetention({ sql: ledger.sql, config, logger }) : undefined
@@ -220,6 +229,23 @@ function addLedgerGauges(metrics: Metrics, client: postgres.Sql, queue: JobQueue
       return Object.entries(counts).map(([state, value]) => ({ labels: { state }, value }))
     },
   })
+}
+
+/**
+ * Without Redis the queue lives in this process's memory. Any other role would leave jobs where no
+ * worker looks (an api process) or find none (a worker process), so only `all` may run that way.
+ */
+function announceInProcessQueue(role: Role, logger: Logger) {
+  if (role !== 'all') {
+    throw new EnvironmentError([
+      `REDIS_URL: is required for --role ${role}; without Redis the queue lives in one process, which must run the api and the worker (--role all)`,
+    ])
+  }
+  logger.warn(
+    { queue: 'in-process' },
+    'REDIS_URL is unset: jobs run in an in-process queue. Run ONE hookledger process against this ' +
+      'database; not for production (no scaling out, no queue dashboard). Set REDIS_URL for BullMQ.',
+  )
 }
 
 const SHUTDOWN_DRAIN_MS = 10_000
