@@ -147,12 +147,13 @@ async function recoverOrphans(deps: RelayDependencies): Promise<number> {
  */
 async function resumeUnfinished(deps: RelayDependencies): Promise<number> {
   let total = 0
-  let after: { receivedAt: Date; id: string } | undefined
+  // The cursor keeps received_at as Postgres prints it: a JS Date would drop its microseconds.
+  let after: { receivedAt: string; id: string } | undefined
   for (;;) {
     const rows = await deps.db
       .select({
         id: inboundEvents.id,
-        receivedAt: inboundEvents.receivedAt,
+        receivedAt: sql<string>`${inboundEvents.receivedAt}::text`,
         delayMs: sql<number>`case when ${inboundEvents.status} = 'pending' and ${inboundEvents.nextAttemptAt} > now()
           then ceil(extract(epoch from ${inboundEvents.nextAttemptAt} - now()) * 1000)::int else 0 end`,
       })
@@ -162,7 +163,7 @@ async function resumeUnfinished(deps: RelayDependencies): Promise<number> {
           inArray(inboundEvents.status, ['pending', 'processing']),
           after === undefined
             ? undefined
-            : sql`(${inboundEvents.receivedAt}, ${inboundEvents.id}) > (${after.receivedAt}, ${after.id})`,
+            : sql`(${inboundEvents.receivedAt}, ${inboundEvents.id}) > (${after.receivedAt}::timestamptz, ${after.id}::uuid)`,
         ),
       )
       .orderBy(asc(inboundEvents.receivedAt), asc(inboundEvents.id))
