@@ -34,8 +34,7 @@ export function createInProcessBackend(): InProcessBackend {
     kind: 'in-process',
     queue<D>(name: string, defaults: JobDefaults): JobQueue<D> {
       const target = lane(name)
-      target.retryDelay = retryDelay(name, defaults)
-      target.attempts = defaults.attempts ?? 1
+      target.retry = retryPolicy(name, defaults)
       return {
         add: async (_name, data, opts) => target.add(data, opts),
         addBulk: async (jobs) => {
@@ -66,6 +65,11 @@ interface Entry {
   timer?: NodeJS.Timeout
 }
 
+interface RetryPolicy {
+  attempts: number
+  delayMs: (attemptsMade: number) => number
+}
+
 interface Runner {
   processor: Processor<unknown>
   concurrency: number
@@ -75,8 +79,8 @@ interface Runner {
 }
 
 class Lane {
-  attempts = 1
-  retryDelay: (attemptsMade: number) => number = () => 0
+  /** Set by the queue's defaults; a lane made first by its processor runs each job once. */
+  retry: RetryPolicy = { attempts: 1, delayMs: () => 0 }
   private readonly jobs = new Map<string, Entry>()
   /** Ids of the waiting jobs, oldest first. */
   private readonly ready: string[] = []
@@ -209,8 +213,8 @@ class Lane {
       const error = thrown instanceof Error ? thrown : new Error(String(thrown))
       entry.attemptsMade += 1
       runner.onFailed?.(entry.id, error)
-      if (entry.attemptsMade < this.attempts) {
-        this.schedule(entry, this.retryDelay(entry.attemptsMade))
+      if (entry.attemptsMade < this.retry.attempts) {
+        this.schedule(entry, this.retry.delayMs(entry.attemptsMade))
       } else {
         // Given up, as BullMQ fails a job: the relay re-adds its row if the row still needs work.
         this.jobs.delete(entry.id)
@@ -222,17 +226,21 @@ class Lane {
   }
 }
 
-/** BullMQ's built-in backoffs: a number is a fixed delay; exponential waits delay · 2^(n-1). */
-function retryDelay(queueName: string, defaults: JobDefaults): (attemptsMade: number) => number {
+/**
+ * The same retries BullMQ would make from these options: `attempts` runs in all (default 1), and its
+ * built-in backoffs: a number is a fixed delay, exponential waits delay · 2^(n-1).
+ */
+function retryPolicy(queueName: string, defaults: JobDefaults): RetryPolicy {
+  const attempts = defaults.attempts ?? 1
   const { backoff } = defaults
-  if (backoff === undefined) return () => 0
-  if (typeof backoff === 'number') return () => backoff
+  if (backoff === undefined) return { attempts, delayMs: () => 0 }
+  if (typeof backoff === 'number') return { attempts, delayMs: () => backoff }
   const delay = backoff.delay ?? 0
   switch (backoff.type) {
     case 'fixed':
-      return () => delay
+      return { attempts, delayMs: () => delay }
     case 'exponential':
-      return (attemptsMade) => Math.round(2 ** (attemptsMade - 1) * delay)
+      return { attempts, delayMs: (attemptsMade) => Math.round(2 ** (attemptsMade - 1) * delay) }
     default:
       throw new TypeError(`queue '${queueName}': the in-process queue has no '${backoff.type}' backoff`)
   }

@@ -169,6 +169,7 @@ async function resumeUnfinished(deps: RelayDependencies): Promise<number> {
       .orderBy(asc(inboundEvents.receivedAt), asc(inboundEvents.id))
       .limit(BATCH)
     await deps.enqueuer.add(rows.filter((row) => row.delayMs <= 0).map((row) => row.id))
+    // Rows in backoff were leased before, so enqueued_at is set already: they need only the job.
     const later = rows.filter((row) => row.delayMs > 0)
     if (later.length > 0) await deps.queue.addBulk(later.map((row) => processEventJob(row.id, row.delayMs)))
     total += rows.length
