@@ -4,16 +4,13 @@ import { z } from 'zod'
  * The only reader of the process environment. Everything else receives the parsed result, so tests
  * can pass their own values and no module depends on global state.
  */
-function required(invalid: string) {
-  return (issue: { input?: unknown }) => (issue.input === undefined ? 'is required' : invalid)
-}
-
 const environmentSchema = z.object({
   /** Unset: embedded mode's own PostgreSQL in HOOKLEDGER_DATA_DIR (one process only). */
   DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// URL' }).optional(),
   /** Embedded mode's data folder (its PostgreSQL cluster, password and lock). */
   HOOKLEDGER_DATA_DIR: z.string().min(1).default('./.hookledger'),
-  REDIS_URL: z.url({ protocol: /^rediss?$/, error: required('must be a redis:// or rediss:// URL') }),
+  /** Unset: jobs run in an in-process queue, one process only (see src/queue/in-process.ts). */
+  REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).optional(),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).default('0.0.0.0'),
   HOOKLEDGER_CONFIG: z.string().min(1).default('./hookledger.config.json'),

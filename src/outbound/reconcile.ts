@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto'
-import { type Job, type Queue, Worker } from 'bullmq'
 import { and, eq, isNull, lt, or, sql } from 'drizzle-orm'
-import type { Redis } from 'ioredis'
 import { z } from 'zod'
 import type { Database } from '../db/client.js'
 import { operations } from '../db/outbound-schema.js'
 import type { Logger } from '../logger.js'
+import type { JobDefaults, JobQueue, QueueBackend } from '../queue/backend.js'
 import { dueForReconciliation, escalate } from './approvals.js'
 import { type OutboundLedger, operationView, type ReconcileScheduler, withTimeout } from './ledger.js'
 import { type Held, transition } from './store.js'
@@ -21,21 +20,21 @@ export function reconcileJobId(operationId: string, attempt: number): string {
   return `rec-${operationId}-${attempt}`
 }
 
-export function reconcileScheduler(queue: Queue<ReconcileJobData>): ReconcileScheduler {
+export const reconcileJobOptions: JobDefaults = {
+  attempts: 5,
+  backoff: { type: 'exponential', delay: 1000 },
+  // The row is the truth: a finished job may go, so the sweep can add the same id again.
+  removeOnComplete: true,
+  removeOnFail: true,
+}
+
+export function reconcileScheduler(queue: JobQueue<ReconcileJobData>): ReconcileScheduler {
   return {
     async schedule(operationId, attempt, delayMs) {
       await queue.add(
         RECONCILE_OPERATION,
         { operationId },
-        {
-          jobId: reconcileJobId(operationId, attempt),
-          delay: delayMs,
-          attempts: 5,
-          backoff: { type: 'exponential', delay: 1000 },
-          // The row is the truth: a finished job may go, so the sweep can add the same id again.
-          removeOnComplete: true,
-          removeOnFail: true,
-        },
+        { jobId: reconcileJobId(operationId, attempt), delay: delayMs },
       )
     },
   }
@@ -137,23 +136,22 @@ export interface Reconciler {
 
 /** The reconciliation worker plus a sweep that re-enqueues due rows (Redis was down, a job was lost). */
 export function startReconciler(deps: {
-  connection: Redis
-  prefix: string
+  backend: QueueBackend
   db: Database
-  queue: Queue<ReconcileJobData>
+  queue: JobQueue<ReconcileJobData>
   ledger: OutboundLedger
   logger: Logger
 }): Reconciler {
   const log = deps.logger.child({ component: 'reconciler' })
-  const worker = new Worker<ReconcileJobData>(
+  const worker = deps.backend.process<ReconcileJobData>(
     RECONCILE_QUEUE,
-    async (job: Job<ReconcileJobData>) => {
+    async (job) => {
       const { operationId } = reconcileJobData.parse(job.data)
-      return reconcileOperation({ db: deps.db, ledger: deps.ledger, logger: log }, operationId)
+      const outcome = await reconcileOperation({ db: deps.db, ledger: deps.ledger, logger: log }, operationId)
+      return { kind: 'done', result: outcome }
     },
-    { connection: deps.connection, prefix: deps.prefix, concurrency: 4 },
+    { concurrency: 4, onError: (error) => log.warn({ err: error }, 'reconciler connection error') },
   )
-  worker.on('error', (error) => log.warn({ err: error }, 'reconciler connection error'))
   const scheduler = reconcileScheduler(deps.queue)
   const sweep = async () => {
     const due = await dueForReconciliation(deps.db, 100)

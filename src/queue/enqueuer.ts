@@ -1,10 +1,10 @@
-import type { Queue } from 'bullmq'
 import type postgres from 'postgres'
 import { markEnqueued } from '../db/events.js'
 import { withDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
 import type { Logger } from '../logger.js'
-import { PROCESS_EVENT, type ProcessEventData, processEventJobId } from './jobs.js'
+import type { JobQueue } from './backend.js'
+import { type ProcessEventData, processEventJob } from './jobs.js'
 
 const ADD_DEADLINE_MS = 2000
 
@@ -19,7 +19,7 @@ export interface Enqueuer {
 }
 
 export function createEnqueuer(deps: {
-  queue: Queue<ProcessEventData>
+  queue: JobQueue<ProcessEventData>
   sql: postgres.Sql
   logger: Logger
   failpoints: Failpoints
@@ -31,13 +31,7 @@ export function createEnqueuer(deps: {
     if (ids.length === 0) return
     // BullMQ waits for a connection that is not there yet; a dead Redis must fail this, not park it.
     await withDeadline(
-      deps.queue.addBulk(
-        ids.map((eventRowId) => ({
-          name: PROCESS_EVENT,
-          data: { eventRowId },
-          opts: { jobId: processEventJobId(eventRowId) },
-        })),
-      ),
+      deps.queue.addBulk(ids.map((eventRowId) => processEventJob(eventRowId))),
       ADD_DEADLINE_MS,
       `Redis did not take ${ids.length} job(s) within ${ADD_DEADLINE_MS} ms`,
     )

@@ -1,5 +1,5 @@
-import type { JobsOptions } from 'bullmq'
 import { z } from 'zod'
+import type { JobDefaults, JobToAdd } from './backend.js'
 
 /**
  * The job catalog. A job carries only the ledger row's id: job data sits in Redis in clear text, and
@@ -19,7 +19,16 @@ export function processEventJobId(eventRowId: string): string {
   return `evt-${eventRowId}`
 }
 
-export const processEventJobOptions: JobsOptions = {
+/** The one way to build a row's job, so every producer derives the same id. */
+export function processEventJob(eventRowId: string, delayMs?: number): JobToAdd<ProcessEventData> {
+  return {
+    name: PROCESS_EVENT,
+    data: { eventRowId },
+    opts: { jobId: processEventJobId(eventRowId), ...(delayMs === undefined ? {} : { delay: delayMs }) },
+  }
+}
+
+export const processEventJobOptions: JobDefaults = {
   // These attempts cover infrastructure errors (Postgres down while taking the lease); handler
   // attempts and their backoff are counted on the row, where they survive a lost Redis.
   attempts: 5,

@@ -1,18 +1,20 @@
-import type { Queue } from 'bullmq'
 import { and, asc, inArray, isNotNull, isNull, lt, sql } from 'drizzle-orm'
 import type { ConfigFile } from '../config/config.js'
 import type { Database } from '../db/client.js'
 import { inboundEvents } from '../db/schema.js'
 import type { Logger } from '../logger.js'
+import type { JobQueue } from './backend.js'
 import type { Enqueuer } from './enqueuer.js'
-import { type ProcessEventData, processEventJobId } from './jobs.js'
+import { type ProcessEventData, processEventJob, processEventJobId } from './jobs.js'
 
 export interface RelayDependencies {
   db: Database
-  queue: Queue<ProcessEventData>
+  queue: JobQueue<ProcessEventData>
   enqueuer: Enqueuer
   settings: ConfigFile['relay']
   logger: Logger
+  /** First hand every unfinished row to the queue: set when the queue's jobs died with the last process. */
+  resumeAtStart?: boolean
 }
 
 export interface Relay {
@@ -34,8 +36,14 @@ export function startRelay(deps: RelayDependencies): Relay {
   let timer: NodeJS.Timeout | undefined
   let running: Promise<unknown> = Promise.resolve()
   let failing = false
+  let resume = deps.resumeAtStart === true
 
-  const tick = async () => (await enqueueUnqueued(deps)) + (await recoverOrphans(deps))
+  const tick = async () => {
+    // Cleared only once the pass succeeds, so a Postgres still starting up gets it retried.
+    const resumed = resume ? await resumeUnfinished(deps) : 0
+    resume = false
+    return resumed + (await enqueueUnqueued(deps)) + (await recoverOrphans(deps))
+  }
 
   const loop = () => {
     if (stopped) return
@@ -129,4 +137,46 @@ async function recoverOrphans(deps: RelayDependencies): Promise<number> {
   }
   if (readded > 0) deps.logger.warn({ count: readded }, 'relay re-enqueued rows whose job was lost')
   return readded
+}
+
+/**
+ * The in-process queue starts empty, so every row still owed work gets its job at once instead of
+ * `orphanAfterMs` later. A row in backoff keeps its retry time. A PROCESSING row gets a job too: if
+ * its lease is live (its holder was likely this process before a crash), processEvent finds it held
+ * and looks again when the lease runs out; the row decides, so a live holder is never overtaken.
+ */
+async function resumeUnfinished(deps: RelayDependencies): Promise<number> {
+  let total = 0
+  // The cursor keeps received_at as Postgres prints it: a JS Date would drop its microseconds.
+  let after: { receivedAt: string; id: string } | undefined
+  for (;;) {
+    const rows = await deps.db
+      .select({
+        id: inboundEvents.id,
+        receivedAt: sql<string>`${inboundEvents.receivedAt}::text`,
+        delayMs: sql<number>`case when ${inboundEvents.status} = 'pending' and ${inboundEvents.nextAttemptAt} > now()
+          then ceil(extract(epoch from ${inboundEvents.nextAttemptAt} - now()) * 1000)::int else 0 end`,
+      })
+      .from(inboundEvents)
+      .where(
+        and(
+          inArray(inboundEvents.status, ['pending', 'processing']),
+          after === undefined
+            ? undefined
+            : sql`(${inboundEvents.receivedAt}, ${inboundEvents.id}) > (${after.receivedAt}::timestamptz, ${after.id}::uuid)`,
+        ),
+      )
+      .orderBy(asc(inboundEvents.receivedAt), asc(inboundEvents.id))
+      .limit(BATCH)
+    await deps.enqueuer.add(rows.filter((row) => row.delayMs <= 0).map((row) => row.id))
+    // Rows in backoff were leased before, so enqueued_at is set already: they need only the job.
+    const later = rows.filter((row) => row.delayMs > 0)
+    if (later.length > 0) await deps.queue.addBulk(later.map((row) => processEventJob(row.id, row.delayMs)))
+    total += rows.length
+    const last = rows.at(-1)
+    if (last === undefined || rows.length < BATCH) break
+    after = { receivedAt: last.receivedAt, id: last.id }
+  }
+  if (total > 0) deps.logger.info({ count: total }, 'relay resumed the unfinished rows after start')
+  return total
 }

@@ -1,6 +1,4 @@
 import { randomUUID } from 'node:crypto'
-import { DelayedError, type Job, Worker } from 'bullmq'
-import type { Redis } from 'ioredis'
 import type postgres from 'postgres'
 import type { ConfigFile } from '../config/config.js'
 import type { Database } from '../db/client.js'
@@ -12,11 +10,18 @@ import type { Logger } from '../logger.js'
 import type { Metrics } from '../metrics.js'
 import { stepKey } from '../outbound/keys.js'
 import type { OutboundLedger } from '../outbound/ledger.js'
+import {
+  done,
+  type JobProcessor,
+  type JobResult,
+  type QueueBackend,
+  type QueuedJob,
+  runAgainAt,
+} from './backend.js'
 import { INBOUND_QUEUE, type ProcessEventData, processEventData } from './jobs.js'
 
 export interface WorkerDependencies {
-  connection: Redis
-  prefix: string
+  backend: QueueBackend
   db: Database
   sql: postgres.Sql
   handlers: ReadonlyMap<string, EventHandler>
@@ -35,34 +40,28 @@ class LeaseLostError extends Error {}
  * used up. The row decides, not the job: a redelivered or stalled job finds the row done, or leased
  * and locked by the worker still running it, and never runs the handler a second time at once.
  */
-export function startWorker(deps: WorkerDependencies): Worker<ProcessEventData> {
+export function startWorker(deps: WorkerDependencies): JobProcessor {
   const { settings } = deps
-  const worker = new Worker<ProcessEventData>(
-    INBOUND_QUEUE,
-    async (job, token) => processEvent(deps, job, token),
-    {
-      connection: deps.connection,
-      prefix: deps.prefix,
-      concurrency: settings.concurrency,
-      stalledInterval: settings.stalledIntervalMs,
-      lockDuration: Math.max(settings.stalledIntervalMs, 5000),
-      maxStalledCount: 3,
-    },
-  )
   // ioredis reports every reconnect attempt during an outage; one line per half minute is enough.
   let lastErrorLog = 0
-  worker.on('error', (error) => {
-    if (Date.now() - lastErrorLog < 30_000) return
-    lastErrorLog = Date.now()
-    deps.logger.warn({ err: error }, 'worker cannot reach Redis; retrying')
+  return deps.backend.process<ProcessEventData>(INBOUND_QUEUE, async (job) => processEvent(deps, job), {
+    concurrency: settings.concurrency,
+    stalled: {
+      intervalMs: settings.stalledIntervalMs,
+      lockMs: Math.max(settings.stalledIntervalMs, 5000),
+      maxCount: 3,
+    },
+    onError: (error) => {
+      if (Date.now() - lastErrorLog < 30_000) return
+      lastErrorLog = Date.now()
+      deps.logger.warn({ err: error }, 'worker cannot reach Redis; retrying')
+    },
+    onFailed: (jobId, error) =>
+      deps.logger.warn({ err: error, jobId }, 'job failed; the relay re-enqueues its row if needed'),
   })
-  worker.on('failed', (job, error) =>
-    deps.logger.warn({ err: error, jobId: job?.id }, 'job failed; the relay re-enqueues its row if needed'),
-  )
-  return worker
 }
 
-async function processEvent(deps: WorkerDependencies, job: Job<ProcessEventData>, token: string | undefined) {
+async function processEvent(deps: WorkerDependencies, job: QueuedJob<ProcessEventData>): Promise<JobResult> {
   const { eventRowId } = processEventData.parse(job.data)
   const leaseToken = randomUUID()
   const lease = await leaseEvent(deps.sql, eventRowId, leaseToken, deps.settings.leaseMs)
@@ -70,13 +69,12 @@ async function processEvent(deps: WorkerDependencies, job: Job<ProcessEventData>
   switch (lease.kind) {
     case 'missing':
       log.warn('job for a row that no longer exists')
-      return
+      return done
     case 'finished':
-      return
+      return done
     case 'held':
       // Another worker holds a live lease: look again once it runs out.
-      await job.moveToDelayed(lease.until.getTime() + 250, token)
-      throw new DelayedError()
+      return runAgainAt(lease.until.getTime() + 250)
     case 'leased':
       break
   }
@@ -123,7 +121,7 @@ async function processEvent(deps: WorkerDependencies, job: Job<ProcessEventData>
   } catch (error) {
     if (error instanceof LeaseLostError) {
       log.warn('lease taken over by another worker; leaving the row to it')
-      return
+      return done
     }
     const final = row.attempts >= deps.settings.maxAttempts
     const delayMs = Math.min(
@@ -151,11 +149,9 @@ async function processEvent(deps: WorkerDependencies, job: Job<ProcessEventData>
         (Date.now() - row.receivedAt.getTime()) / 1000,
       )
     }
-    if (status === 'pending') {
-      await job.moveToDelayed(Date.now() + delayMs, token)
-      throw new DelayedError()
-    }
+    if (status === 'pending') return runAgainAt(Date.now() + delayMs)
   }
+  return done
 }
 
 /** Runs the handler with a signal that is aborted when its time is up. */

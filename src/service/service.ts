@@ -1,10 +1,10 @@
 import type { AddressInfo } from 'node:net'
 import { type ServerType, serve } from '@hono/node-server'
-import { Queue } from 'bullmq'
+import type { Queue } from 'bullmq'
 import { sql } from 'drizzle-orm'
 import type postgres from 'postgres'
 import { type Config, ConfigError, loadConfig } from '../config/config.js'
-import type { Environment } from '../config/env.js'
+import { type Environment, EnvironmentError } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
 import { openLedger } from '../db/client.js'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
@@ -22,12 +22,15 @@ import { createOutboundLedger, type OutboundLedger } from '../outbound/ledger.js
 import {
   RECONCILE_QUEUE,
   type ReconcileJobData,
+  reconcileJobOptions,
   reconcileScheduler,
   startReconciler,
 } from '../outbound/reconcile.js'
 import type { Tool } from '../outbound/tools.js'
-import { consumerConnection, producerConnection } from '../queue/connections.js'
+import type { JobQueue, QueueBackend } from '../queue/backend.js'
+import { createBullmqBackend } from '../queue/bullmq.js'
 import { createEnqueuer } from '../queue/enqueuer.js'
+import { createInProcessBackend } from '../queue/in-process.js'
 import {
   deploymentQueuePrefix,
   INBOUND_QUEUE,
@@ -59,15 +62,25 @@ export interface Service {
   queuePrefix: string
   /** The outbound ledger this process's handlers and agents' API use. */
   outbound: OutboundLedger
+  /** Which queue carries the jobs: BullMQ on Redis (its queues, for a dashboard), or this process's memory. */
+  queue: { kind: 'bullmq'; queues: readonly Queue[] } | { kind: 'in-process' }
   /** Stops accepting, drains running jobs, then closes the queue, Redis and Postgres, in that order. */
   close(): Promise<void>
 }
 
-/** Starts the roles of one hookledger process against one Postgres and one Redis. */
+/** Starts the roles of one hookledger process against one Postgres, and one Redis unless REDIS_URL is unset. */
 export async function startService(options: ServiceOptions): Promise<Service> {
   const { env } = options
   const role = options.role ?? 'all'
   const logger = options.logger ?? createLogger(env.LOG_LEVEL)
+  requireOneProcess(env, role)
+  if (env.REDIS_URL === undefined) {
+    logger.warn(
+      { queue: 'in-process' },
+      'REDIS_URL is unset: jobs run in an in-process queue. Run ONE hookledger process against this ' +
+        'database; not for production (no scaling out, no queue dashboard). Set REDIS_URL for BullMQ.',
+    )
+  }
   const config = options.config ?? (await loadConfig(env.HOOKLEDGER_CONFIG, env.lookup))
   const runsWorker = role !== 'api'
   const handlers = runsWorker
@@ -76,11 +89,6 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const failpoints = createFailpoints(env.HOOKLEDGER_FAILPOINT)
   for (const warning of retentionWarnings(config)) logger.warn(warning)
 
-  if (env.DATABASE_URL === undefined && role !== 'all') {
-    throw new ConfigError(
-      `--role ${role} needs DATABASE_URL: embedded mode runs the api and the worker in one process`,
-    )
-  }
   let databaseUrl = env.DATABASE_URL
   let embedded: EmbeddedPostgres | undefined
   if (databaseUrl === undefined) {
@@ -97,21 +105,14 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const deploymentId = await readDeploymentId(ledger.db)
   const queuePrefix = config.file.queue.prefix ?? deploymentQueuePrefix(deploymentId)
 
-  const producer = producerConnection(env.REDIS_URL)
-  producer.on('error', () => {}) // reported by readiness and by the enqueue that fails
-  const queue = new Queue<ProcessEventData>(INBOUND_QUEUE, {
-    connection: producer,
-    prefix: queuePrefix,
-    defaultJobOptions: processEventJobOptions,
-  })
-  queue.on('error', () => {})
+  const backend: QueueBackend =
+    env.REDIS_URL === undefined
+      ? createInProcessBackend()
+      : createBullmqBackend({ url: env.REDIS_URL, prefix: queuePrefix })
+  const queue = backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions)
   const enqueuer = createEnqueuer({ queue, sql: ledger.sql, logger, failpoints })
 
-  const reconcileQueue = new Queue<ReconcileJobData>(RECONCILE_QUEUE, {
-    connection: producer,
-    prefix: queuePrefix,
-  })
-  reconcileQueue.on('error', () => {})
+  const reconcileQueue = backend.queue<ReconcileJobData>(RECONCILE_QUEUE, reconcileJobOptions)
   const outbound = createOutboundLedger({
     db: ledger.db,
     logger,
@@ -126,7 +127,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   addOutboundGauges(metrics, ledger.sql)
   const readiness: ReadinessCheck[] = [
     { name: 'postgres', check: () => ledger.db.execute(sql`select 1`) },
-    { name: 'redis', check: () => producer.ping() },
+    backend.kind === 'bullmq'
+      ? { name: 'redis', check: () => backend.ping() }
+      : { name: 'queue', check: async () => {}, ok: 'in-process' },
   ]
   // A worker-only process serves /healthz and /readyz alone, so orchestrators can watch it too.
   const app =
@@ -153,42 +156,36 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const address = server.address() as AddressInfo
   const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
   logger.info(
-    { url, role, deploymentId, queuePrefix, sources: [...config.sources.keys()] },
+    { url, role, deploymentId, queue: backend.kind, queuePrefix, sources: [...config.sources.keys()] },
     'hookledger listening',
   )
 
-  const consumer = runsWorker ? consumerConnection(env.REDIS_URL) : undefined
-  consumer?.on('error', () => {})
-  const worker =
-    consumer === undefined
-      ? undefined
-      : startWorker({
-          connection: consumer,
-          prefix: queuePrefix,
-          db: ledger.db,
-          sql: ledger.sql,
-          handlers,
-          settings: config.file.worker,
-          logger,
-          metrics,
-          failpoints,
-          outbound,
-        })
-  const reconcilerConnection = runsWorker ? consumerConnection(env.REDIS_URL) : undefined
-  reconcilerConnection?.on('error', () => {})
-  const reconciler =
-    reconcilerConnection === undefined
-      ? undefined
-      : startReconciler({
-          connection: reconcilerConnection,
-          prefix: queuePrefix,
-          db: ledger.db,
-          queue: reconcileQueue,
-          ledger: outbound,
-          logger,
-        })
+  const worker = runsWorker
+    ? startWorker({
+        backend,
+        db: ledger.db,
+        sql: ledger.sql,
+        handlers,
+        settings: config.file.worker,
+        logger,
+        metrics,
+        failpoints,
+        outbound,
+      })
+    : undefined
+  const reconciler = runsWorker
+    ? startReconciler({ backend, db: ledger.db, queue: reconcileQueue, ledger: outbound, logger })
+    : undefined
   const relay = runsWorker
-    ? startRelay({ db: ledger.db, queue, enqueuer, settings: config.file.relay, logger })
+    ? startRelay({
+        db: ledger.db,
+        queue,
+        enqueuer,
+        settings: config.file.relay,
+        logger,
+        // The in-process queue died with the last process: resume its rows now, not orphanAfterMs later.
+        resumeAtStart: backend.kind === 'in-process',
+      })
     : undefined
   const retention = runsWorker ? startRetention({ sql: ledger.sql, config, logger }) : undefined
   if (runsWorker)
@@ -200,6 +197,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     deploymentId,
     queuePrefix,
     outbound,
+    queue: backend.kind === 'bullmq' ? { kind: 'bullmq', queues: backend.queues() } : { kind: 'in-process' },
     close() {
       closing ??= (async () => {
         await new Promise<void>((resolve) => server.close(() => resolve()))
@@ -218,9 +216,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         await settlesWithin(reconciler?.close() ?? Promise.resolve(), SHUTDOWN_DRAIN_MS)
         await settlesWithin(queue.close(), 2000)
         await settlesWithin(reconcileQueue.close(), 2000)
-        producer.disconnect()
-        consumer?.disconnect()
-        reconcilerConnection?.disconnect()
+        await backend.close()
         await ledger.close()
         await embedded?.stop()
         logger.info('hookledger stopped')
@@ -231,7 +227,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
 }
 
 /** Read on scrape: the ledger's events by status, and the queue's jobs by state. */
-function addLedgerGauges(metrics: Metrics, client: postgres.Sql, queue: Queue<ProcessEventData>) {
+function addLedgerGauges(metrics: Metrics, client: postgres.Sql, queue: JobQueue<ProcessEventData>) {
   addGauge(metrics, {
     name: 'hookledger_events',
     help: 'Inbound events in the ledger, by source and status',
@@ -255,6 +251,27 @@ function addLedgerGauges(metrics: Metrics, client: postgres.Sql, queue: Queue<Pr
       return Object.entries(counts).map(([state, value]) => ({ labels: { state }, value }))
     },
   })
+}
+
+/**
+ * Embedded mode (DATABASE_URL unset) and the in-process queue (REDIS_URL unset) hold within one
+ * process: an api-only process would leave jobs where no worker looks, a worker-only one would find
+ * none, and the embedded PostgreSQL belongs to the one process that started it.
+ */
+function requireOneProcess(env: Environment, role: Role): void {
+  if (role === 'all') return
+  const problems: string[] = []
+  if (env.DATABASE_URL === undefined) {
+    problems.push(
+      `DATABASE_URL: is required for --role ${role}; without it the ledger is an embedded PostgreSQL that one process (--role all) owns`,
+    )
+  }
+  if (env.REDIS_URL === undefined) {
+    problems.push(
+      `REDIS_URL: is required for --role ${role}; without Redis the queue lives in one process, which must run the api and the worker (--role all)`,
+    )
+  }
+  if (problems.length > 0) throw new EnvironmentError(problems)
 }
 
 const SHUTDOWN_DRAIN_MS = 10_000

@@ -152,11 +152,23 @@ describe('hookledger serve', () => {
   })
 
   it('refuses to start on a bad environment, naming every bad variable', () => {
-    const result = runCli(['serve'], { DATABASE_URL: 'mysql://nope', PORT: 'eighty' })
+    const result = runCli(['serve'], {
+      DATABASE_URL: 'mysql://nope',
+      REDIS_URL: 'http://nope',
+      PORT: 'eighty',
+    })
     expect(result.status).toBe(1)
     expect(result.stderr).toContain('DATABASE_URL: must be a postgres:// URL')
-    expect(result.stderr).toContain('REDIS_URL: is required')
+    expect(result.stderr).toContain('REDIS_URL: must be a redis:// or rediss:// URL')
     expect(result.stderr).toContain('PORT:')
+  })
+
+  it('refuses an api-only or worker-only process without Redis, naming REDIS_URL and the role', () => {
+    for (const role of ['api', 'worker']) {
+      const result = runCli(['serve', '--role', role], { DATABASE_URL: database.url })
+      expect(result.status).toBe(1)
+      expect(result.stderr).toContain(`REDIS_URL: is required for --role ${role}`)
+    }
   })
 
   it('refuses to start on a bad config file, naming the source and the field', () => {

@@ -173,6 +173,6 @@ describe('embedded mode (DATABASE_URL unset)', () => {
       },
     )
     expect(result.status).toBe(1)
-    expect(result.stderr).toContain('--role api needs DATABASE_URL')
+    expect(result.stderr).toContain('DATABASE_URL: is required for --role api')
   })
 })

@@ -9,6 +9,7 @@ import { noFailpoints } from '../../src/failpoints.js'
 import { createApp } from '../../src/http/app.js'
 import { createLogger } from '../../src/logger.js'
 import { createMetrics } from '../../src/metrics.js'
+import { bullmqJobQueue } from '../../src/queue/bullmq.js'
 import { createEnqueuer } from '../../src/queue/enqueuer.js'
 import { INBOUND_QUEUE, processEventJobId } from '../../src/queue/jobs.js'
 import { testRedisUrl } from '../support/env.js'
@@ -221,7 +222,12 @@ describe('POST /webhooks/:source — the HTTP contract', () => {
     const connection = new Redis(testRedisUrl(), { maxRetriesPerRequest: 1, enableOfflineQueue: false })
     const queue = new Queue(INBOUND_QUEUE, { connection, prefix: uniquePrefix() })
     const logger = createLogger('silent')
-    const enqueuer = createEnqueuer({ queue, sql: unreachable.sql, logger, failpoints: noFailpoints })
+    const enqueuer = createEnqueuer({
+      queue: bullmqJobQueue(queue),
+      sql: unreachable.sql,
+      logger,
+      failpoints: noFailpoints,
+    })
     const claims = createClaimBatcher(unreachable.sql)
     const app = createApp({
       config: testConfig(),

@@ -21,13 +21,15 @@ export async function startTestService(
     handlers?: Record<string, EventHandler>
     role?: Role
     redisUrl?: string
+    /** No REDIS_URL at all: the service runs its in-process queue. */
+    inProcessQueue?: boolean
     database?: TestDatabase
   } = {},
 ): Promise<TestService> {
   const database = options.database ?? (await createTestDatabase())
   const env = readEnvironment({
     DATABASE_URL: database.url,
-    REDIS_URL: options.redisUrl ?? testRedisUrl(),
+    REDIS_URL: options.inProcessQueue === true ? undefined : (options.redisUrl ?? testRedisUrl()),
     PORT: '0',
     HOST: '127.0.0.1',
     LOG_LEVEL: 'silent',

@@ -7,6 +7,7 @@ import { noFailpoints } from '../../src/failpoints.js'
 import { createApp } from '../../src/http/app.js'
 import { createLogger } from '../../src/logger.js'
 import { createMetrics } from '../../src/metrics.js'
+import { bullmqJobQueue } from '../../src/queue/bullmq.js'
 import { createEnqueuer } from '../../src/queue/enqueuer.js'
 import { INBOUND_QUEUE, type ProcessEventData, processEventJobOptions } from '../../src/queue/jobs.js'
 import { createTestDatabase, type TestDatabase } from './database.js'
@@ -55,7 +56,12 @@ export async function createApiStack(config: Config = testConfig()): Promise<Api
     prefix: uniquePrefix(),
     defaultJobOptions: processEventJobOptions,
   })
-  const enqueuer = createEnqueuer({ queue, sql: database.sql, logger, failpoints: noFailpoints })
+  const enqueuer = createEnqueuer({
+    queue: bullmqJobQueue(queue),
+    sql: database.sql,
+    logger,
+    failpoints: noFailpoints,
+  })
   const claims = createClaimBatcher(database.sql)
   const app = createApp({
     config,

@@ -1,0 +1,87 @@
+import { DelayedError, Queue, Worker } from 'bullmq'
+import type { Redis } from 'ioredis'
+import type { BullmqBackend, JobDefaults, JobQueue, ProcessOptions, Processor } from './backend.js'
+import { consumerConnection, producerConnection } from './connections.js'
+
+/**
+ * The distributed backend: any number of api and worker processes share one Redis. One producer
+ * connection serves every queue (it fails fast, see connections.ts); each processor has its own
+ * blocking consumer connection, as BullMQ requires.
+ */
+export function createBullmqBackend(options: { url: string; prefix: string }): BullmqBackend {
+  const { url, prefix } = options
+  const producer = producerConnection(url)
+  producer.on('error', () => {}) // reported by readiness and by the enqueue that fails
+  const queues: Queue[] = []
+  const consumers: Redis[] = []
+  return {
+    kind: 'bullmq',
+    queue<D>(name: string, defaults: JobDefaults) {
+      const queue: PlainQueue<D> = new Queue(name, {
+        connection: producer,
+        prefix,
+        defaultJobOptions: defaults,
+      })
+      queue.on('error', () => {})
+      queues.push(queue)
+      return bullmqJobQueue(queue)
+    },
+    process<D>(name: string, processor: Processor<D>, options: ProcessOptions) {
+      const { concurrency, stalled, onError, onFailed } = options
+      const connection = consumerConnection(url)
+      connection.on('error', () => {})
+      consumers.push(connection)
+      const worker = new Worker<D, unknown, string>(
+        name,
+        async (job, token) => {
+          if (job.id === undefined) throw new Error(`BullMQ handed over a '${job.name}' job without an id`)
+          const result = await processor({ id: job.id, data: job.data })
+          if (result.kind === 'done') return result.result
+          // BullMQ's way to run the same job later without counting an attempt.
+          await job.moveToDelayed(result.until, token)
+          throw new DelayedError()
+        },
+        {
+          connection,
+          prefix,
+          concurrency,
+          ...(stalled === undefined
+            ? {}
+            : {
+                stalledInterval: stalled.intervalMs,
+                lockDuration: stalled.lockMs,
+                maxStalledCount: stalled.maxCount,
+              }),
+        },
+      )
+      // An 'error' event without a listener would crash the process.
+      worker.on('error', onError ?? (() => {}))
+      if (onFailed !== undefined) worker.on('failed', (job, error) => onFailed(job?.id, error))
+      return { close: (force) => worker.close(force) }
+    },
+    ping: () => producer.ping(),
+    queues: () => queues,
+    async close() {
+      producer.disconnect()
+      for (const consumer of consumers) consumer.disconnect()
+    },
+  }
+}
+
+/** A BullMQ queue of plain data (not of Job subclasses), with any job name. */
+type PlainQueue<D> = Queue<D, unknown, string, D, unknown, string>
+
+/** A BullMQ queue seen through the seam. BullMQ's extra waiting states count as waiting here. */
+export function bullmqJobQueue<D>(queue: PlainQueue<D>): JobQueue<D> {
+  return {
+    add: (name, data, opts) => queue.add(name, data, opts),
+    addBulk: (jobs) => queue.addBulk(jobs.map(({ name, data, opts }) => ({ name, data, opts }))),
+    async getJobState(jobId) {
+      const state = await queue.getJobState(jobId)
+      return state === 'prioritized' || state === 'waiting-children' ? 'waiting' : state
+    },
+    remove: (jobId) => queue.remove(jobId),
+    getJobCounts: (...states) => queue.getJobCounts(...states),
+    close: () => queue.close(),
+  }
+}

@@ -1,0 +1,151 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { eq, inArray } from 'drizzle-orm'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { inboundEvents } from '../../src/db/schema.js'
+import type { FailpointName } from '../../src/failpoints.js'
+import { type Child, startChild } from '../support/child.js'
+import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { signedHeaders, TEST_SECRET } from '../support/signing.js'
+
+// The crash windows again with REDIS_URL unset: the jobs die with the process, and the restarted one
+// must find the work in the ledger alone, well before orphan recovery (set to a minute here) would.
+
+let database: TestDatabase
+let directory: string
+let child: Child | undefined
+
+beforeAll(async () => {
+  database = await createTestDatabase()
+  await database.sql`create table handler_effects (event_id text not null)`
+  directory = mkdtempSync(join(tmpdir(), 'hookledger-inproc-crash-'))
+  writeFileSync(
+    join(directory, 'config.json'),
+    JSON.stringify({
+      sources: [{ id: 'acme', verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] } }],
+      worker: {
+        concurrency: 4,
+        maxAttempts: 5,
+        backoffBaseMs: 50,
+        handlerTimeoutMs: 1000,
+        leaseMs: 2000,
+        stalledIntervalMs: 1000,
+      },
+      relay: { intervalMs: 200, graceMs: 500, orphanAfterMs: 60_000 },
+    }),
+  )
+})
+afterEach(async () => {
+  await child?.kill()
+  child = undefined
+})
+afterAll(async () => {
+  await database.drop()
+})
+
+function start(failpoint?: FailpointName) {
+  return startChild(['test/support/crash-server.ts'], {
+    DATABASE_URL: database.url,
+    // Empty counts as unset, and overrides a REDIS_URL the test runner's environment may carry.
+    REDIS_URL: '',
+    HOOKLEDGER_CONFIG: join(directory, 'config.json'),
+    TEST_INVOCATION_LOG: join(directory, 'invocations.log'),
+    ...(failpoint === undefined ? {} : { HOOKLEDGER_FAILPOINT: failpoint }),
+  })
+}
+
+async function deliver(url: string, eventId: string) {
+  const body = JSON.stringify({ type: 'order.paid', eventId })
+  return fetch(`${url}/webhooks/acme`, {
+    method: 'POST',
+    body,
+    headers: signedHeaders(body, { id: eventId }),
+  })
+}
+
+async function rowFor(eventId: string) {
+  return (await database.db.select().from(inboundEvents).where(eq(inboundEvents.eventId, eventId)))[0]
+}
+
+async function effects(eventId: string) {
+  return (await database.sql`select count(*)::int as n from handler_effects where event_id = ${eventId}`)[0]
+    ?.n
+}
+
+function invocations(eventId: string) {
+  let log = ''
+  try {
+    log = readFileSync(join(directory, 'invocations.log'), 'utf8')
+  } catch {}
+  return log.split('\n').filter((line) => line.startsWith(`${eventId} `)).length
+}
+
+describe('crash windows with the in-process queue (SIGKILL, then a restart)', () => {
+  it('announces the in-process queue loudly at start', async () => {
+    child = await start()
+    expect(child.output()).toMatch(/"level":40.*in-process queue.*ONE hookledger process/)
+  })
+
+  it('inside the handler, before DONE: the restarted process runs it again and its write exists once', async () => {
+    const crashing = await start('worker.before_done')
+    expect((await deliver(crashing.url, 'evt_inproc_in_handler')).status).toBe(200)
+    expect(await crashing.exited).toBe('SIGKILL')
+    expect(await rowFor('evt_inproc_in_handler')).toMatchObject({ status: 'processing', attempts: 1 })
+    expect(await effects('evt_inproc_in_handler')).toBe(0)
+
+    const restartedAt = Date.now()
+    child = await start()
+    // The lease (2 s) must run out first; orphan recovery would take a minute more.
+    await expect
+      .poll(async () => (await rowFor('evt_inproc_in_handler'))?.status, { timeout: 15_000 })
+      .toBe('done')
+    expect(Date.now() - restartedAt).toBeLessThan(15_000)
+    expect(invocations('evt_inproc_in_handler')).toBe(2)
+    expect(await rowFor('evt_inproc_in_handler')).toMatchObject({ attempts: 2 })
+    expect(await effects('evt_inproc_in_handler')).toBe(1)
+  })
+
+  it('killed with a backlog: every committed row reaches DONE once after the restart', async () => {
+    const crashing = await start('worker.before_done')
+    const ids = Array.from({ length: 30 }, (_, i) => `evt_inproc_backlog_${i}`)
+    const answers = await Promise.allSettled(ids.map((id) => deliver(crashing.url, id)))
+    expect(await crashing.exited).toBe('SIGKILL')
+    const accepted = ids.filter((_, i) => {
+      const answer = answers[i]
+      return answer?.status === 'fulfilled' && answer.value.status === 200
+    })
+    // A 200 means a committed row, whatever happened after it.
+    const committed = await database.db
+      .select()
+      .from(inboundEvents)
+      .where(inArray(inboundEvents.eventId, ids))
+    expect(committed.map((row) => row.eventId)).toEqual(expect.arrayContaining(accepted))
+    expect(committed.some((row) => row.status !== 'done')).toBe(true)
+
+    child = await start()
+    await expect
+      .poll(
+        async () =>
+          (await database.db.select().from(inboundEvents).where(inArray(inboundEvents.eventId, ids))).every(
+            (row) => row.status === 'done',
+          ),
+        { timeout: 20_000 },
+      )
+      .toBe(true)
+    for (const row of committed) expect(await effects(row.eventId)).toBe(1)
+  })
+
+  it('after the response, before the enqueue: the 200 stands and the restarted process handles the row', async () => {
+    const crashing = await start('receive.before_enqueue')
+    expect((await deliver(crashing.url, 'evt_inproc_before_enqueue')).status).toBe(200)
+    expect(await crashing.exited).toBe('SIGKILL')
+    expect(await rowFor('evt_inproc_before_enqueue')).toMatchObject({ status: 'pending', enqueuedAt: null })
+
+    child = await start()
+    await expect
+      .poll(async () => (await rowFor('evt_inproc_before_enqueue'))?.status, { timeout: 15_000 })
+      .toBe('done')
+    expect(await effects('evt_inproc_before_enqueue')).toBe(1)
+  })
+})

@@ -1,0 +1,76 @@
+import { randomUUID } from 'node:crypto'
+import { inArray, sql } from 'drizzle-orm'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { claimEvents } from '../../src/db/claims.js'
+import { inboundEvents } from '../../src/db/schema.js'
+import { noFailpoints } from '../../src/failpoints.js'
+import { createLogger } from '../../src/logger.js'
+import { createEnqueuer } from '../../src/queue/enqueuer.js'
+import { createInProcessBackend } from '../../src/queue/in-process.js'
+import {
+  INBOUND_QUEUE,
+  type ProcessEventData,
+  processEventJobId,
+  processEventJobOptions,
+} from '../../src/queue/jobs.js'
+import { startRelay } from '../../src/queue/relay.js'
+import { createTestDatabase, type TestDatabase } from '../support/database.js'
+
+let database: TestDatabase
+
+beforeAll(async () => {
+  database = await createTestDatabase()
+})
+afterAll(async () => {
+  await database.drop()
+})
+
+describe('relay: resuming an in-process queue at start', () => {
+  it('hands every unfinished row to the queue in one pass, past its batch size, keeping backoffs', async () => {
+    const claims = await claimEvents(
+      database.sql,
+      Array.from({ length: 1_200 }, (_, i) => ({
+        source: 'acme',
+        eventId: `evt_resume_${i}`,
+        eventType: null,
+        payloadHash: 'd'.repeat(64),
+        body: Buffer.from('{}'),
+        headers: {},
+      })),
+    )
+    const ids = claims.map((claim) => claim.id)
+    const [done, processing, backoff] = [ids.slice(0, 100), ids.slice(100, 150), ids.slice(150, 160)]
+    // Enqueued long ago (their jobs died with the last process), so orphan recovery alone would wait.
+    await database.db.update(inboundEvents).set({ enqueuedAt: sql`now() - interval '1 minute'` })
+    await database.db.update(inboundEvents).set({ status: 'done' }).where(inArray(inboundEvents.id, done))
+    await database.db
+      .update(inboundEvents)
+      .set({ status: 'processing', leaseToken: randomUUID(), leaseUntil: sql`now() + interval '1 minute'` })
+      .where(inArray(inboundEvents.id, processing))
+    await database.db
+      .update(inboundEvents)
+      .set({ nextAttemptAt: sql`now() + interval '1 minute'`, attempts: 1 })
+      .where(inArray(inboundEvents.id, backoff))
+
+    const queue = createInProcessBackend().queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions)
+    const logger = createLogger('silent')
+    const enqueuer = createEnqueuer({ queue, sql: database.sql, logger, failpoints: noFailpoints })
+    const relay = startRelay({
+      db: database.db,
+      queue,
+      enqueuer,
+      settings: { intervalMs: 60_000, graceMs: 60_000, orphanAfterMs: 3_600_000 },
+      logger,
+      resumeAtStart: true,
+    })
+    // Stopped before its first pass: the test runs the passes itself.
+    await relay.stop()
+    expect(await relay.tick()).toBe(1_100)
+    expect(await queue.getJobCounts('waiting', 'delayed')).toEqual({ waiting: 1_090, delayed: 10 })
+    for (const id of backoff) expect(await queue.getJobState(processEventJobId(id))).toBe('delayed')
+    for (const id of done) expect(await queue.getJobState(processEventJobId(id))).toBe('unknown')
+    // Once: the next passes find nothing to resume.
+    expect(await relay.tick()).toBe(0)
+    await queue.close()
+  })
+})
