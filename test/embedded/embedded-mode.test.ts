@@ -8,17 +8,17 @@ import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { runningEmbeddedUrl } from '../../src/db/embedded.js'
 import { type Child, startChild } from '../support/child.js'
-import { testRedisUrl } from '../support/env.js'
 import { signedHeaders, TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 
-// Embedded mode end to end: the real CLI as a child process, with DATABASE_URL unset, on a data
+// Embedded mode end to end: the real CLI as a child process, with DATABASE_URL and REDIS_URL unset, on a data
 // folder of its own (under the system's temp folder, which the `postgres` user can reach when the
 // suite runs as root).
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const CLI = 'src/cli/main.ts'
-const EMBEDDED = { DATABASE_URL: '', REDIS_URL: testRedisUrl() }
+// Neither server: the laptop case, where `npm start` runs with nothing installed but Node.
+const EMBEDDED = { DATABASE_URL: '', REDIS_URL: '' }
 
 let folder: string
 let sink: Awaited<ReturnType<typeof startSink>>
