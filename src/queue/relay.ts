@@ -1,15 +1,12 @@
-import type { Queue } from 'bullmq'
 import { and, asc, inArray, isNotNull, isNull, lt, sql } from 'drizzle-orm'
 import type { ConfigFile } from '../config/config.js'
 import type { Database } from '../db/client.js'
 import { inboundEvents } from '../db/schema.js'
 import type { Logger } from '../logger.js'
 import type { Enqueuer } from './enqueuer.js'
-import { type ProcessEventData, processEventJobId } from './jobs.js'
 
 export interface RelayDependencies {
   db: Database
-  queue: Queue<ProcessEventData>
   enqueuer: Enqueuer
   settings: ConfigFile['relay']
   logger: Logger
@@ -105,16 +102,7 @@ async function recoverOrphans(deps: RelayDependencies): Promise<number> {
     )
     .orderBy(asc(inboundEvents.updatedAt))
     .limit(ORPHAN_BATCH)
-  let readded = 0
-  for (const { id } of rows) {
-    const jobId = processEventJobId(id)
-    const state = await deps.queue.getJobState(jobId)
-    if (state === 'completed' || state === 'failed') await deps.queue.remove(jobId)
-    if (state === 'completed' || state === 'failed' || state === 'unknown') {
-      await deps.enqueuer.add([id])
-      readded += 1
-    }
-  }
+  const readded = await deps.enqueuer.requeue(rows.map((row) => row.id))
   if (rows.length > 0) {
     // Checked now: look at these rows again only after another quiet period.
     await deps.db

@@ -169,7 +169,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           logger,
         })
   const relay = runsWorker
-    ? startRelay({ db: ledger.db, queue, enqueuer, settings: config.file.relay, logger })
+    ? startRelay({ db: ledger.db, enqueuer, settings: config.file.relay, logger })
     : undefined
   const retention = runsWorker ? startRetention({ sql: ledger.sql, config, logger }) : undefined
   if (runsWorker)
