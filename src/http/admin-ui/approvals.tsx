@@ -111,7 +111,10 @@ const ApprovalCard: FC<{ view: ApprovalView; csrf: string }> = ({ view, csrf }) 
           <input type="hidden" name="decision" value="retry" />
           {/* The hash shown above: a retry is bound to exactly these arguments. */}
           <input type="hidden" name="payloadHash" value={view.payloadHash} />
-          <strong>Retry</strong>
+          <strong>
+            Retry
+            {view.proposedAction === 'retry' ? <span class="badge b-info">proposed</span> : null}
+          </strong>
           <span class="muted">
             {view.action === 'undo'
               ? 'Run the undo again.'
@@ -126,7 +129,10 @@ const ApprovalCard: FC<{ view: ApprovalView; csrf: string }> = ({ view, csrf }) 
         <form method="post" action={action} class={proposed('record_success')}>
           <CsrfField token={csrf} />
           <input type="hidden" name="decision" value="record_success" />
-          <strong>Record success</strong>
+          <strong>
+            Record success
+            {view.proposedAction === 'record_success' ? <span class="badge b-info">proposed</span> : null}
+          </strong>
           <span class="muted">The effect happened; record it and run nothing.</span>
           <label>
             Evidence (JSON, required)
@@ -151,7 +157,10 @@ const ApprovalCard: FC<{ view: ApprovalView; csrf: string }> = ({ view, csrf }) 
         <form method="post" action={action} class={proposed('abandon')}>
           <CsrfField token={csrf} />
           <input type="hidden" name="decision" value="abandon" />
-          <strong>Abandon</strong>
+          <strong>
+            Abandon
+            {view.proposedAction === 'abandon' ? <span class="badge b-info">proposed</span> : null}
+          </strong>
           <span class="muted">
             {view.action === 'undo'
               ? 'Leave the effect in place.'

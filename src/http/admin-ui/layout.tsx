@@ -13,6 +13,7 @@ header.top .brand { font-weight:600; letter-spacing:.02em; }
 header.top nav a { color:#cbd2d9; text-decoration:none; margin-right:16px; }
 header.top nav a.on, header.top nav a:hover { color:#fff; }
 header.top .who { margin-left:auto; display:flex; align-items:center; gap:12px; color:#cbd2d9; }
+header.top form { margin:0; display:flex; }
 main { padding:24px; max-width:1280px; margin:0 auto; }
 h1 { font-size:20px; margin:0 0 16px; }
 h2 { font-size:16px; margin:28px 0 10px; }
@@ -21,8 +22,9 @@ table { width:100%; border-collapse:collapse; background:var(--card); border:1px
 th, td { text-align:left; padding:7px 10px; border-bottom:1px solid var(--line); vertical-align:top; }
 th { background:#f0f2f5; font-weight:600; font-size:12px; color:var(--muted); text-transform:uppercase; letter-spacing:.03em; }
 tr:last-child td { border-bottom:0; }
-table.facts th { width:180px; text-transform:none; font-size:13px; }
-td.mono, .mono { font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; font-size:12.5px; }
+table.facts th { width:200px; text-transform:none; font-size:13px; }
+td.mono, .mono { font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; font-size:13px; }
+h1 .mono { font-size:inherit; }
 td.err { color:var(--bad); max-width:360px; overflow-wrap:anywhere; }
 pre { background:#0f172a; color:#e2e8f0; padding:12px 14px; border-radius:6px; overflow:auto; max-height:420px;
   font:12.5px/1.5 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; margin:0; }
@@ -39,7 +41,8 @@ button { font:inherit; padding:6px 14px; border-radius:4px; border:1px solid var
 button.secondary { background:#fff; color:var(--accent); }
 button.danger { background:var(--bad); border-color:var(--bad); }
 button.ok { background:var(--ok); border-color:var(--ok); }
-button.link { background:none; border:0; color:#cbd2d9; padding:0; }
+button.link { background:none; border:0; color:#cbd2d9; padding:0; font-size:14px; }
+form.filters > a { align-self:center; }
 .notice { padding:10px 14px; border-radius:6px; margin-bottom:16px; border:1px solid; }
 .notice.ok { color:var(--ok); background:var(--okbg); border-color:#b7e4cb; }
 .notice.bad { color:var(--bad); background:var(--badbg); border-color:#f5c2be; }
@@ -48,7 +51,7 @@ button.link { background:none; border:0; color:#cbd2d9; padding:0; }
 .pager { display:flex; gap:16px; margin:12px 0; }
 .card { background:var(--card); border:1px solid var(--line); border-radius:6px; padding:16px; margin-bottom:20px; }
 .grid2 { display:grid; grid-template-columns:1fr 1fr; gap:16px; }
-.decisions { display:grid; grid-template-columns:repeat(3,1fr); gap:12px; margin-top:14px; }
+.decisions { display:grid; grid-template-columns:repeat(3,1fr); gap:12px; margin-top:14px; align-items:start; }
 .decisions form { border:1px solid var(--line); border-radius:6px; padding:12px; display:flex; flex-direction:column; gap:8px; }
 .decisions form.proposed { border-color:var(--accent); box-shadow:0 0 0 1px var(--accent) inset; }
 .login { max-width:360px; margin:80px auto; }
