@@ -1,9 +1,10 @@
 import { Worker } from 'bullmq'
 import { eq } from 'drizzle-orm'
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { approvals, operations } from '../../src/db/outbound-schema.js'
 import { eventReplays, inboundEvents } from '../../src/db/schema.js'
+import { SESSION_TTL_MS } from '../../src/http/admin-ui/session.js'
 import { PROCESS_EVENT, processEventJobId } from '../../src/queue/jobs.js'
 import { testRedisUrl } from '../support/env.js'
 import { type ApiStack, createApiStack, testConfig } from '../support/stack.js'
@@ -156,6 +157,25 @@ describe('login', () => {
     const out = await post(stack.app, '/admin/logout', { _csrf: csrfOf(html) }, { cookie })
     expect(out.status).toBe(303)
     expect(out.headers.get('set-cookie')).toMatch(/hl_admin=;.*Max-Age=0/)
+  })
+
+  it('ends a session after 12 hours, whatever the cookie says', async () => {
+    const cookie = await login()
+    expect((await page('/admin/events', cookie)).status).toBe(200)
+    vi.useFakeTimers({ toFake: ['Date'] })
+    try {
+      vi.setSystemTime(Date.now() + SESSION_TTL_MS + 1000)
+      const expired = await stack.app.request('/admin/events', { headers: { cookie } })
+      expect(expired.status).toBe(303)
+      expect(expired.headers.get('location')).toMatch(/^\/admin\/login/)
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
+  it('refuses an oversized login form before reading it', async () => {
+    const response = await post(stack.app, '/admin/login', { name: 'x'.repeat(300_000), token: TOKEN })
+    expect(response.status).toBe(413)
   })
 
   it('leaves the bearer API alone: its unknown paths are JSON 404s, not redirects', async () => {
@@ -540,6 +560,14 @@ describe('queue dashboard', () => {
     const api = await stack.app.request('/admin/queues/api/queues', { headers: { cookie } })
     expect(api.status).toBe(200)
     expect((await stack.app.request('/admin/queues/api/queues')).status).toBe(401)
+    // The board's own writes (pause, retry, clean) need the session and the same origin too.
+    const pause = `/admin/queues/api/queues/${encodeURIComponent(stack.queue.name)}/pause`
+    const crossSite = await stack.app.request(pause, {
+      method: 'PUT',
+      headers: { cookie, origin: 'https://evil.example', 'content-type': 'application/json' },
+    })
+    expect(crossSite.status).toBe(403)
+    expect(await stack.queue.isPaused()).toBe(false)
   })
 
   it('without queues (in-process mode) says the dashboard needs Redis', async () => {

@@ -1,5 +1,6 @@
 import type { Queue } from 'bullmq'
 import { type Env, Hono, type MiddlewareHandler } from 'hono'
+import { bodyLimit } from 'hono/body-limit'
 import type { Database } from '../../db/client.js'
 import type { Logger } from '../../logger.js'
 import type { Enqueuer } from '../../queue/enqueuer.js'
@@ -18,6 +19,8 @@ import { Layout } from './layout.js'
 import { LoginPage } from './login.js'
 import { queueDashboard } from './queues.js'
 import { adminSessions, operatorName } from './session.js'
+
+const FORM_LIMIT_BYTES = 256 * 1024
 
 export interface AdminUiDependencies {
   db: Database
@@ -40,6 +43,8 @@ export function adminUi(deps: AdminUiDependencies) {
   if (deps.adminToken === undefined) return app.use('*', skipApi(adminOff()))
   const sessions = adminSessions(deps.adminToken)
   app.use('*', skipApi(sameOriginWrites()))
+  // Forms are small; the login form is parsed before anyone is known, so it must not take megabytes.
+  app.use('*', skipApi(bodyLimit({ maxSize: FORM_LIMIT_BYTES })))
 
   app
     .get('/login', async (c) => {
