@@ -430,6 +430,8 @@ describe('replay', () => {
     for (const id of matching) expect(await stack.queue.getJobState(processEventJobId(id))).toBe('waiting')
     const { html } = await page('/admin/events?source=bulk&type=x&notice=bulk_replayed&n=3', cookie)
     expect(html).toContain('Replayed 3 FAILED events')
+    // 'bulk' is not a configured source, yet the filter keeps it selected.
+    expect(html).toContain('<option value="bulk" selected="">bulk</option>')
     expect(html).toContain('at most 1000 per click')
   })
 })

@@ -28,7 +28,7 @@ export const EventsPage: FC<EventsPageProps> = ({ page, filter, sources, events,
           Source
           <select name="source">
             <option value="">any</option>
-            {sources.map((source) => (
+            {withCurrent(sources, filter.source).map((source) => (
               <option value={source} selected={filter.source === source}>
                 {source}
               </option>
@@ -121,6 +121,11 @@ export const EventsPage: FC<EventsPageProps> = ({ page, filter, sources, events,
       </form>
     </Layout>
   )
+}
+
+/** A source no longer configured still has events: keep it selectable while it is the filter. */
+function withCurrent(sources: readonly string[], current: string | undefined): readonly string[] {
+  return current === undefined || sources.includes(current) ? sources : [...sources, current]
 }
 
 function localValue(date: Date | undefined): string {
