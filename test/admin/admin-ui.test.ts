@@ -173,6 +173,14 @@ describe('login', () => {
     }
   })
 
+  it('serves pages that cannot be framed, cached or made to run scripts', async () => {
+    const { response } = await page('/admin/events', await login())
+    expect(response.headers.get('content-security-policy')).toContain("default-src 'none'")
+    expect(response.headers.get('content-security-policy')).toContain("frame-ancestors 'none'")
+    expect(response.headers.get('x-frame-options')).toBe('DENY')
+    expect(response.headers.get('cache-control')).toBe('no-store')
+  })
+
   it('refuses an oversized login form before reading it', async () => {
     const response = await post(stack.app, '/admin/login', { name: 'x'.repeat(300_000), token: TOKEN })
     expect(response.status).toBe(413)

@@ -9,6 +9,7 @@ import { eventRoutes } from './event-routes.js'
 import {
   type AdminEnv,
   adminOff,
+  pageHeaders,
   readForm,
   requireCsrfToken,
   requireSession,
@@ -42,6 +43,7 @@ export function adminUi(deps: AdminUiDependencies) {
   const app = new Hono<AdminEnv>()
   if (deps.adminToken === undefined) return app.use('*', skipApi(adminOff()))
   const sessions = adminSessions(deps.adminToken)
+  app.use('*', skipApi(pageHeaders()))
   app.use('*', skipApi(sameOriginWrites()))
   // Forms are small; the login form is parsed before anyone is known, so it must not take megabytes.
   app.use('*', skipApi(bodyLimit({ maxSize: FORM_LIMIT_BYTES })))
