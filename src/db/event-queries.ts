@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gte, lt, or, type SQL } from 'drizzle-orm'
+import { and, asc, desc, eq, gte, lt, type SQL, sql } from 'drizzle-orm'
 import type { Database } from './client.js'
 import { type EventStatus, eventAttempts, eventReplays, inboundEvents } from './schema.js'
 
@@ -59,12 +59,10 @@ export async function listEvents(
     .where(
       and(
         eventFilterConditions(filter),
+        // A row comparison, which an index on (received_at, id) serves directly (an OR of two ranges may not).
         after === undefined
           ? undefined
-          : or(
-              lt(inboundEvents.receivedAt, after.receivedAt),
-              and(eq(inboundEvents.receivedAt, after.receivedAt), lt(inboundEvents.id, after.id)),
-            ),
+          : sql`(${inboundEvents.receivedAt}, ${inboundEvents.id}) < (${after.receivedAt.toISOString()}::timestamptz, ${after.id}::uuid)`,
       ),
     )
     .orderBy(desc(inboundEvents.receivedAt), desc(inboundEvents.id))
