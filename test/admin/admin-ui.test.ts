@@ -133,6 +133,14 @@ describe('login', () => {
     })
     expect(response.status).toBe(303)
     expect(response.headers.get('location')).toBe('/admin/events')
+    for (const next of [
+      '/admin\\@evil.example',
+      '/admin/x\r\nSet-Cookie: a=b',
+      'https://evil.example/admin',
+    ]) {
+      const odd = await post(stack.app, '/admin/login', { name: 'ana', token: TOKEN, next })
+      expect(odd.headers.get('location'), next).toBe('/admin/events')
+    }
     const cookie = response.headers.get('set-cookie') ?? ''
     expect(cookie).toMatch(/^hl_admin=/)
     expect(cookie).toContain('HttpOnly')

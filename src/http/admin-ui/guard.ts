@@ -106,7 +106,12 @@ export async function readForm(c: Context): Promise<Record<string, string>> {
 
 /** Only a path of this page: an absolute or protocol-relative `next` would make the login an open redirect. */
 export function safeNext(next: string | undefined): string {
-  if (next === undefined || !(next === '/admin' || next.startsWith('/admin/')) || next.includes('\\')) {
+  if (
+    next === undefined ||
+    !(next === '/admin' || next.startsWith('/admin/')) ||
+    // A backslash is a slash to browsers; a control character cannot go into a Location header.
+    /[\\\p{Cc}]/u.test(next)
+  ) {
     return '/admin/events'
   }
   return next
