@@ -111,9 +111,10 @@ export async function markDone(tx: Transaction, id: string, record: AttemptRecor
       set status = 'done', processed_at = now(), last_error = null, lease_token = null,
           lease_until = null, next_attempt_at = null, updated_at = now()
       where id = ${id}
-      returning id)
-    insert into event_attempts (event_row_id, attempt, outcome, response_status, response_excerpt, started_at)
-    select id, ${record.attempt}, 'done', ${record.responseStatus ?? null}, ${record.responseExcerpt ?? null},
+      returning id, replays)
+    insert into event_attempts
+      (event_row_id, attempt, replay, outcome, response_status, response_excerpt, started_at)
+    select id, ${record.attempt}, replays, 'done', ${record.responseStatus ?? null}, ${record.responseExcerpt ?? null},
            ${record.startedAt.toISOString()}::timestamptz
     from done`)
 }
@@ -135,11 +136,11 @@ export async function markAttemptFailed(
           next_attempt_at = ${record.final ? null : record.retryAt.toISOString()}::timestamptz,
           lease_token = null, lease_until = null, updated_at = now()
       where id = ${id} and lease_token = ${token}
-      returning id, status),
+      returning id, status, replays),
     attempt as (
       insert into event_attempts
-        (event_row_id, attempt, outcome, error, response_status, response_excerpt, started_at)
-      select id, ${record.attempt}, 'error', ${record.error}, ${record.responseStatus ?? null},
+        (event_row_id, attempt, replay, outcome, error, response_status, response_excerpt, started_at)
+      select id, ${record.attempt}, replays, 'error', ${record.error}, ${record.responseStatus ?? null},
              ${record.responseExcerpt ?? null}, ${record.startedAt.toISOString()}::timestamptz
       from failed)
     select status from failed`

@@ -81,6 +81,9 @@ export const operations = pgTable(
   (t) => [
     // The claim: concurrent invokes of one key race on this index, never on a prior SELECT.
     uniqueIndex('operations_operation_key_uq').on(t.operationKey),
+    // An event's operations by key prefix (LIKE 'source:event:%'): the unique index above cannot
+    // serve LIKE under a non-C collation, text_pattern_ops can.
+    index('operations_operation_key_pattern_idx').using('btree', t.operationKey.op('text_pattern_ops')),
     index('operations_status_updated_idx').on(t.status, t.updatedAt),
   ],
 )

@@ -39,7 +39,10 @@ export const inboundEvents = pgTable(
     body: bytea('body').notNull(),
     headers: jsonb('headers').$type<Record<string, string>>().notNull(),
     status: eventStatus('status').notNull().default('pending'),
+    /** Attempts of the current round; a replay starts a new round at 0 (the worker's cap counts this). */
     attempts: integer('attempts').notNull().default(0),
+    /** How many times a person replayed this event; the round its attempts in event_attempts belong to. */
+    replays: integer('replays').notNull().default(0),
     lastError: text('last_error'),
     receivedAt: timestamptz('received_at').notNull().defaultNow(),
     /** Set once a job for the row is known to be in the queue; the relay looks for rows without it. */
@@ -54,6 +57,8 @@ export const inboundEvents = pgTable(
     // The claim: concurrent deliveries of one event race on this index, never on a prior SELECT.
     uniqueIndex('inbound_events_source_event_id_uq').on(t.source, t.eventId),
     index('inbound_events_status_received_idx').on(t.status, t.receivedAt),
+    // The admin page's keyset paging, newest first, over all statuses.
+    index('inbound_events_received_id_idx').on(t.receivedAt, t.id),
     index('inbound_events_unqueued_idx')
       .on(t.receivedAt)
       .where(sql`${t.enqueuedAt} is null and ${t.status} = 'pending'`),
@@ -69,6 +74,8 @@ export const eventAttempts = pgTable(
       .notNull()
       .references(() => inboundEvents.id, { onDelete: 'cascade' }),
     attempt: integer('attempt').notNull(),
+    /** The replay round (0 = as received): attempt numbers restart with each replay, history stays. */
+    replay: integer('replay').notNull().default(0),
     outcome: text('outcome', { enum: ['done', 'error'] }).notNull(),
     error: text('error'),
     responseStatus: integer('response_status'),
@@ -77,6 +84,24 @@ export const eventAttempts = pgTable(
     finishedAt: timestamptz('finished_at').notNull().defaultNow(),
   },
   (t) => [index('event_attempts_event_idx').on(t.eventRowId, t.attempt)],
+)
+
+/** Who replayed a FAILED event and when: the audit of a person's re-run of a handler. */
+export const eventReplays = pgTable(
+  'event_replays',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    eventRowId: uuid('event_row_id')
+      .notNull()
+      .references(() => inboundEvents.id, { onDelete: 'cascade' }),
+    /** The round this replay started (inbound_events.replays after it). */
+    replay: integer('replay').notNull(),
+    by: text('by').notNull(),
+    previousAttempts: integer('previous_attempts').notNull(),
+    previousError: text('previous_error'),
+    at: timestamptz('at').notNull().defaultNow(),
+  },
+  (t) => [index('event_replays_event_idx').on(t.eventRowId, t.replay)],
 )
 
 /**

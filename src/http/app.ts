@@ -1,3 +1,4 @@
+import type { Queue } from 'bullmq'
 import { Hono } from 'hono'
 import { requestId } from 'hono/request-id'
 import type { Config } from '../config/config.js'
@@ -8,6 +9,7 @@ import type { Metrics } from '../metrics.js'
 import { agentProtocol } from '../outbound/agent.js'
 import { createOutboundLedger, type OutboundLedger } from '../outbound/ledger.js'
 import type { Enqueuer } from '../queue/enqueuer.js'
+import { adminUi } from './admin-ui/routes.js'
 import { errorBody, handleError } from './errors.js'
 import { adminRoutes } from './routes/admin.js'
 import { healthRoutes, type ReadinessCheck } from './routes/health.js'
@@ -24,8 +26,10 @@ export interface AppDependencies {
   readiness: readonly ReadinessCheck[]
   /** Backs `/v1/operations`; defaults to one on `db` whose reconciliation the sweep schedules. */
   outbound?: OutboundLedger
-  /** Unset: `/admin/api` refuses every request. */
+  /** Unset: `/admin/api` refuses every request and the `/admin` page answers 404. */
   adminToken?: string | undefined
+  /** The BullMQ queues `/admin/queues` shows; absent (in-process queue), that page says it needs Redis. */
+  dashboardQueues?: readonly Queue[] | undefined
   /** Unset: `/v1/operations` refuses every request. */
   agentToken?: string | undefined
 }
@@ -47,6 +51,17 @@ export function createApp(deps: AppDependencies) {
         operationRoutes({ db: deps.db, protocol: agentProtocol(outbound), agentToken: deps.agentToken }),
       )
       .route('/admin/api', adminRoutes({ db: deps.db, adminToken: deps.adminToken }))
+      .route(
+        '/admin',
+        adminUi({
+          db: deps.db,
+          enqueuer: deps.enqueuer,
+          logger: deps.logger,
+          adminToken: deps.adminToken,
+          sources: [...deps.config.sources.keys()],
+          queues: deps.dashboardQueues,
+        }),
+      )
       .notFound((c) => c.json(errorBody('not_found', `no route for ${c.req.method} ${c.req.path}`), 404))
       .onError(handleError(deps.logger))
   )

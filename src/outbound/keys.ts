@@ -20,6 +20,16 @@ export function stepKey(workflow: readonly string[], step: string): string {
   return [...workflow.map(encodePart), step].join(':')
 }
 
+/**
+ * The prefix every step key of one workflow shares: `workflowKeyPrefix(['acme', 'evt_1'])` →
+ * `acme:evt_1:`. The encoding makes it exact: no other workflow's keys start with it.
+ */
+export function workflowKeyPrefix(workflow: readonly string[]): string {
+  if (workflow.length === 0)
+    throw new TypeError('workflowKeyPrefix needs at least one workflow identity part')
+  return `${workflow.map(encodePart).join(':')}:`
+}
+
 function encodePart(part: string): string {
   if (part.length === 0) throw new TypeError('workflow identity parts must not be empty')
   return part.replaceAll('%', '%25').replaceAll(':', '%3A')

@@ -352,6 +352,19 @@ export async function findOperation(db: Executor, key: string): Promise<Operatio
   return row
 }
 
+/**
+ * The operations of one workflow (an event's handler steps), by their key prefix. The prefix's '%'
+ * and '_' are escaped: the encoded parts contain '%', which LIKE would read as a wildcard.
+ */
+export async function listOperationsByKeyPrefix(db: Executor, prefix: string): Promise<OperationRow[]> {
+  const pattern = `${prefix.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`
+  return db
+    .select()
+    .from(operations)
+    .where(sql`${operations.operationKey} like ${pattern}`)
+    .orderBy(asc(operations.createdAt))
+}
+
 export async function listAudit(db: Executor, operationId: string) {
   return db
     .select()

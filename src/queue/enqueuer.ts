@@ -4,7 +4,7 @@ import { withDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
 import type { Logger } from '../logger.js'
 import type { JobQueue } from './backend.js'
-import { type ProcessEventData, processEventJob } from './jobs.js'
+import { type ProcessEventData, processEventJob, processEventJobId } from './jobs.js'
 
 const ADD_DEADLINE_MS = 2000
 
@@ -14,6 +14,13 @@ export interface Enqueuer {
   enqueue(eventRowId: string): void
   /** Adds jobs now; throws when Redis does not take them (the relay tries again on its next tick). */
   add(eventRowIds: readonly string[]): Promise<void>
+  /**
+   * Adds jobs again for rows that must run again (a replay, a lost job): a finished job with the
+   * row's id is kept for a while and BullMQ silently ignores an add with that id, so it is removed
+   * first. A row whose job is still live (waiting, delayed, active) keeps that job, which will find
+   * the row PENDING. Returns how many rows got a new job; throws like `add`.
+   */
+  requeue(eventRowIds: readonly string[]): Promise<number>
   /** Waits for adds already under way (shutdown). */
   drain(): Promise<void>
 }
@@ -57,12 +64,29 @@ export function createEnqueuer(deps: {
     inFlight.add(done)
   }
 
+  const requeue = async (ids: readonly string[]) => {
+    const readd: string[] = []
+    for (const id of ids) {
+      const jobId = processEventJobId(id)
+      const state = await withDeadline(
+        deps.queue.getJobState(jobId),
+        ADD_DEADLINE_MS,
+        `Redis did not answer the state of job ${jobId} within ${ADD_DEADLINE_MS} ms`,
+      )
+      if (state === 'completed' || state === 'failed') await deps.queue.remove(jobId)
+      if (state === 'completed' || state === 'failed' || state === 'unknown') readd.push(id)
+    }
+    await add(readd)
+    return readd.length
+  }
+
   return {
     enqueue(eventRowId) {
       batch.push(eventRowId)
       if (batch.length === 1) setImmediate(flush)
     },
     add,
+    requeue,
     async drain() {
       await Promise.all(inFlight)
     },

@@ -5,7 +5,7 @@ import { inboundEvents } from '../db/schema.js'
 import type { Logger } from '../logger.js'
 import type { JobQueue } from './backend.js'
 import type { Enqueuer } from './enqueuer.js'
-import { type ProcessEventData, processEventJob, processEventJobId } from './jobs.js'
+import { type ProcessEventData, processEventJob } from './jobs.js'
 
 export interface RelayDependencies {
   db: Database
@@ -113,16 +113,7 @@ async function recoverOrphans(deps: RelayDependencies): Promise<number> {
     )
     .orderBy(asc(inboundEvents.updatedAt))
     .limit(ORPHAN_BATCH)
-  let readded = 0
-  for (const { id } of rows) {
-    const jobId = processEventJobId(id)
-    const state = await deps.queue.getJobState(jobId)
-    if (state === 'completed' || state === 'failed') await deps.queue.remove(jobId)
-    if (state === 'completed' || state === 'failed' || state === 'unknown') {
-      await deps.enqueuer.add([id])
-      readded += 1
-    }
-  }
+  const readded = await deps.enqueuer.requeue(rows.map((row) => row.id))
   if (rows.length > 0) {
     // Checked now: look at these rows again only after another quiet period.
     await deps.db

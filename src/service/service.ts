@@ -149,6 +149,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           outbound,
           adminToken: env.ADMIN_TOKEN,
           agentToken: env.AGENT_TOKEN,
+          dashboardQueues: backend.kind === 'bullmq' ? backend.queues() : undefined,
         })
   const server = await new Promise<ServerType>((resolve) => {
     const started = serve({ fetch: app.fetch, port: env.PORT, hostname: env.HOST }, () => resolve(started))

@@ -2,6 +2,7 @@ import type { Config } from '../../src/config/config.js'
 import { readEnvironment } from '../../src/config/env.js'
 import type { EventHandler } from '../../src/handlers/types.js'
 import { createLogger } from '../../src/logger.js'
+import type { Tool } from '../../src/outbound/tools.js'
 import { type Role, type Service, startService } from '../../src/service/service.js'
 import { createTestDatabase, type TestDatabase } from './database.js'
 import { testRedisUrl } from './env.js'
@@ -24,6 +25,9 @@ export async function startTestService(
     /** No REDIS_URL at all: the service runs its in-process queue. */
     inProcessQueue?: boolean
     database?: TestDatabase
+    /** More variables for the service's environment (ADMIN_TOKEN, AGENT_TOKEN, …). */
+    env?: Record<string, string>
+    tools?: readonly Tool<never, unknown>[]
   } = {},
 ): Promise<TestService> {
   const database = options.database ?? (await createTestDatabase())
@@ -33,6 +37,7 @@ export async function startTestService(
     PORT: '0',
     HOST: '127.0.0.1',
     LOG_LEVEL: 'silent',
+    ...options.env,
   })
   const service = await startService({
     env,
@@ -40,6 +45,7 @@ export async function startTestService(
     role: options.role ?? 'all',
     handlers: options.handlers ?? {},
     logger: createLogger('silent'),
+    tools: options.tools ?? [],
   })
   return {
     service,

@@ -47,7 +47,10 @@ export interface ApiStack {
 }
 
 /** The HTTP app on a database and queue of its own, driven with `app.request()`. */
-export async function createApiStack(config: Config = testConfig()): Promise<ApiStack> {
+export async function createApiStack(
+  config: Config = testConfig(),
+  options: { adminToken?: string; dashboard?: boolean } = {},
+): Promise<ApiStack> {
   const database = await createTestDatabase()
   const logger = createLogger('silent')
   const connection = new Redis(testRedisUrl(), { maxRetriesPerRequest: 1, enableOfflineQueue: false })
@@ -71,6 +74,8 @@ export async function createApiStack(config: Config = testConfig()): Promise<Api
     logger,
     metrics: createMetrics(),
     readiness: [],
+    adminToken: options.adminToken,
+    dashboardQueues: options.dashboard === true ? [queue] : undefined,
   })
   return {
     database,

@@ -1,0 +1,150 @@
+import { Hono } from 'hono'
+import { z } from 'zod'
+import type { Database } from '../../db/client.js'
+import { findEvent, listEvents } from '../../db/event-queries.js'
+import { replayEvent, replayFailedEvents } from '../../db/replay.js'
+import type { Logger } from '../../logger.js'
+import { workflowKeyPrefix } from '../../outbound/keys.js'
+import { listOperationsByKeyPrefix } from '../../outbound/store.js'
+import type { Enqueuer } from '../../queue/enqueuer.js'
+import { EventPage } from './event.js'
+import { EventsPage } from './events.js'
+import { describeIssues, eventsQuery, filterOf, filterParams } from './filters.js'
+import { type AdminEnv, requireCsrfToken } from './guard.js'
+import { MessagePage } from './layout.js'
+import { noticeOf } from './notices.js'
+import type { AdminSessions } from './session.js'
+
+const PAGE_SIZE = 50
+const ALL_EVENTS = { href: '/admin/events', label: '« All events' }
+const uuid = z.uuid()
+
+export interface EventRouteDependencies {
+  db: Database
+  enqueuer: Enqueuer
+  logger: Logger
+  sessions: AdminSessions
+  sources: readonly string[]
+}
+
+/** `/admin/events…`: the list, one event, and replays (one, or the FAILED rows of a filter). */
+export function eventRoutes(deps: EventRouteDependencies) {
+  const page = (title: string, user: { name: string; csrf: string }, query: Record<string, string>) => ({
+    title,
+    user,
+    section: 'events' as const,
+    notice: noticeOf(query),
+  })
+
+  /** Hands replayed rows to the queue; if Redis does not take them now, the relay will. */
+  const requeue = async (ids: readonly string[]): Promise<boolean> => {
+    try {
+      await deps.enqueuer.requeue(ids)
+      return true
+    } catch (error) {
+      deps.logger.warn(
+        { err: error, count: ids.length },
+        'replayed rows not requeued now; the relay will enqueue them',
+      )
+      return false
+    }
+  }
+
+  return new Hono<AdminEnv>()
+    .get('/', async (c) => {
+      const user = { name: c.get('session').name, csrf: c.get('csrf') }
+      const parsed = eventsQuery.safeParse(c.req.query())
+      if (!parsed.success) {
+        return c.html(
+          <MessagePage
+            props={page(`Bad filter: ${describeIssues(parsed.error)}`, user, {})}
+            back={ALL_EVENTS}
+          />,
+          400,
+        )
+      }
+      const filter = filterOf(parsed.data)
+      const { events, next } = await listEvents(deps.db, filter, {
+        after: parsed.data.after,
+        limit: PAGE_SIZE,
+      })
+      return c.html(
+        <EventsPage
+          page={page('Events', user, c.req.query())}
+          filter={filter}
+          sources={deps.sources}
+          events={events}
+          next={next}
+          paged={parsed.data.after !== undefined}
+        />,
+      )
+    })
+    .post('/replay', requireCsrfToken(deps.sessions), async (c) => {
+      const user = { name: c.get('session').name, csrf: c.get('csrf') }
+      const { _csrf, ...fields } = c.get('form')
+      const parsed = eventsQuery.safeParse(fields)
+      if (!parsed.success) {
+        return c.html(
+          <MessagePage props={page(`Bad filter: ${describeIssues(parsed.error)}`, user, {})} />,
+          400,
+        )
+      }
+      const filter = filterOf(parsed.data)
+      const ids = await replayFailedEvents(deps.db, filter, user.name)
+      const queued = ids.length === 0 || (await requeue(ids))
+      const notice = queued ? 'bulk_replayed' : 'replayed_later'
+      // Without the status: the replayed rows are PENDING now, and that is what the person wants to see.
+      const params = new URLSearchParams([
+        ...filterParams({ ...filter, status: undefined }),
+        ['notice', notice],
+        ['n', String(ids.length)],
+      ])
+      return c.redirect(`/admin/events?${params}`, 303)
+    })
+    .get('/:id', async (c) => {
+      const user = { name: c.get('session').name, csrf: c.get('csrf') }
+      const id = c.req.param('id')
+      const detail = uuid.safeParse(id).success ? await findEvent(deps.db, id) : undefined
+      if (detail === undefined) {
+        return c.html(<MessagePage props={page('No event has that id', user, {})} back={ALL_EVENTS} />, 404)
+      }
+      const operations = await listOperationsByKeyPrefix(
+        deps.db,
+        workflowKeyPrefix([detail.event.source, detail.event.eventId]),
+      )
+      return c.html(
+        <EventPage
+          page={page(`${detail.event.source} ${detail.event.eventId}`, user, c.req.query())}
+          detail={detail}
+          operations={operations}
+        />,
+      )
+    })
+    .post('/:id/replay', requireCsrfToken(deps.sessions), async (c) => {
+      const user = { name: c.get('session').name, csrf: c.get('csrf') }
+      const id = c.req.param('id')
+      const outcome = uuid.safeParse(id).success
+        ? await replayEvent(deps.db, id, user.name)
+        : ({ kind: 'not_found' } as const)
+      switch (outcome.kind) {
+        case 'replayed': {
+          const notice = (await requeue([id])) ? 'replayed' : 'replayed_later'
+          return c.redirect(`/admin/events/${id}?notice=${notice}`, 303)
+        }
+        case 'not_failed':
+          return c.html(
+            <MessagePage
+              props={page(
+                `This event is ${outcome.status.toUpperCase()}: only FAILED events can be replayed. Nothing changed.`,
+                user,
+                {},
+              )}
+              back={{ href: `/admin/events/${id}`, label: '« Back to the event' }}
+            />,
+            409,
+          )
+        case 'not_found':
+          return c.html(<MessagePage props={page('No event has that id', user, {})} back={ALL_EVENTS} />, 404)
+      }
+    })
+}

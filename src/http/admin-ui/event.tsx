@@ -1,0 +1,196 @@
+import type { FC } from 'hono/jsx'
+import type { EventDetail } from '../../db/event-queries.js'
+import type { OperationRow } from '../../outbound/store.js'
+import { Badge, CsrfField, Layout, type PageProps, utc } from './layout.js'
+
+export interface EventPageProps {
+  page: PageProps & { user: { name: string; csrf: string } }
+  detail: EventDetail
+  operations: readonly OperationRow[]
+}
+
+/** One event: what arrived (headers, exact body), what the worker did with it, and what it caused. */
+export const EventPage: FC<EventPageProps> = ({ page, detail, operations }) => {
+  const { event, attempts, replays } = detail
+  return (
+    <Layout {...page}>
+      <div class="row">
+        <h1 style="margin:0">
+          {event.source} / <span class="mono">{event.eventId}</span>
+        </h1>
+        <Badge status={event.status} />
+        {event.status === 'failed' ? (
+          <form method="post" action={`/admin/events/${event.id}/replay`}>
+            <CsrfField token={page.user.csrf} />
+            <button type="submit" class="danger">
+              Replay
+            </button>
+          </form>
+        ) : null}
+      </div>
+      <p class="muted">
+        <a href="/admin/events">« Events</a>
+      </p>
+
+      <table class="facts">
+        <tbody>
+          <Fact name="Row id" mono value={event.id} />
+          <Fact name="Type" value={event.eventType ?? '—'} />
+          <Fact name="Payload sha256" mono value={event.payloadHash} />
+          <Fact name="Received" mono value={utc(event.receivedAt)} />
+          <Fact name="Enqueued" mono value={utc(event.enqueuedAt)} />
+          <Fact name="Processed" mono value={utc(event.processedAt)} />
+          <Fact name="Attempts (this round)" value={String(event.attempts)} />
+          <Fact name="Replays" value={String(event.replays)} />
+          <Fact name="Next attempt" mono value={utc(event.nextAttemptAt)} />
+          <Fact name="Last error" value={event.lastError ?? '—'} />
+        </tbody>
+      </table>
+
+      <div class="grid2">
+        <section>
+          <h2>Headers</h2>
+          <table>
+            <tbody>
+              {Object.entries(event.headers).map(([name, value]) => (
+                <tr>
+                  <th class="mono" style="text-transform:none">
+                    {name}
+                  </th>
+                  <td class="mono" style="overflow-wrap:anywhere">
+                    {value}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </section>
+        <section>
+          <h2>Body ({event.body.length} bytes)</h2>
+          <pre>{prettyBody(event.body)}</pre>
+        </section>
+      </div>
+
+      <h2>Attempts</h2>
+      {attempts.length === 0 ? (
+        <p class="muted">No attempt has finished yet.</p>
+      ) : (
+        <table>
+          <thead>
+            <tr>
+              <th>Round</th>
+              <th>#</th>
+              <th>Outcome</th>
+              <th>Started</th>
+              <th>Finished</th>
+              <th>Response</th>
+              <th>Error</th>
+            </tr>
+          </thead>
+          <tbody>
+            {attempts.map((a) => (
+              <tr>
+                <td>{a.replay === 0 ? 'received' : `replay ${a.replay}`}</td>
+                <td>{a.attempt}</td>
+                <td>
+                  <Badge status={a.outcome} />
+                </td>
+                <td class="mono">{utc(a.startedAt)}</td>
+                <td class="mono">{utc(a.finishedAt)}</td>
+                <td class="mono">
+                  {a.responseStatus ?? ''} {a.responseExcerpt ?? ''}
+                </td>
+                <td class="err">{a.error ?? ''}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+
+      {replays.length === 0 ? null : (
+        <>
+          <h2>Replays</h2>
+          <table>
+            <thead>
+              <tr>
+                <th>Round</th>
+                <th>By</th>
+                <th>At</th>
+                <th>Attempts before</th>
+                <th>Error before</th>
+              </tr>
+            </thead>
+            <tbody>
+              {replays.map((r) => (
+                <tr>
+                  <td>replay {r.replay}</td>
+                  <td>{r.by}</td>
+                  <td class="mono">{utc(r.at)}</td>
+                  <td>{r.previousAttempts}</td>
+                  <td class="err">{r.previousError ?? ''}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </>
+      )}
+
+      <h2>Operations it caused</h2>
+      {operations.length === 0 ? (
+        <p class="muted">None: the handler made no call through the outbound ledger.</p>
+      ) : (
+        <table>
+          <thead>
+            <tr>
+              <th>Key</th>
+              <th>Tool</th>
+              <th>Effect</th>
+              <th>Status</th>
+              <th>Attempts</th>
+              <th>Downstream id</th>
+              <th>Last error</th>
+            </tr>
+          </thead>
+          <tbody>
+            {operations.map((op) => (
+              <tr>
+                <td class="mono">{op.operationKey}</td>
+                <td>{op.tool}</td>
+                <td>{op.effectClass}</td>
+                <td>
+                  {op.status === 'awaiting_approval' ? (
+                    <a href="/admin/approvals">
+                      <Badge status={op.status} />
+                    </a>
+                  ) : (
+                    <Badge status={op.status} />
+                  )}
+                </td>
+                <td>{op.attempts}</td>
+                <td class="mono">{op.downstreamId ?? ''}</td>
+                <td class="err">{op.lastError ?? ''}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </Layout>
+  )
+}
+
+const Fact: FC<{ name: string; value: string; mono?: boolean }> = (props) => (
+  <tr>
+    <th>{props.name}</th>
+    <td class={props.mono === true ? 'mono' : undefined}>{props.value}</td>
+  </tr>
+)
+
+/** JSON indented for reading; any other body as its text. The stored bytes themselves are untouched. */
+function prettyBody(body: Buffer): string {
+  const text = body.toString('utf8')
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2)
+  } catch {
+    return text
+  }
+}

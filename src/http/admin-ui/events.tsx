@@ -1,0 +1,143 @@
+import type { FC } from 'hono/jsx'
+import type { EventCursor, EventFilter, EventSummary } from '../../db/event-queries.js'
+import { BULK_REPLAY_LIMIT } from '../../db/replay.js'
+import { eventStatus } from '../../db/schema.js'
+import { encodeCursor, filterParams } from './filters.js'
+import { Badge, CsrfField, Layout, type PageProps, utc } from './layout.js'
+
+export interface EventsPageProps {
+  page: PageProps & { user: { name: string; csrf: string } }
+  filter: EventFilter
+  sources: readonly string[]
+  events: readonly EventSummary[]
+  next: EventCursor | undefined
+  /** True when this is not the first page. */
+  paged: boolean
+}
+
+/** The event list: filters (a GET form, so a filtered view is a link), the rows, paging, bulk replay. */
+export const EventsPage: FC<EventsPageProps> = ({ page, filter, sources, events, next, paged }) => {
+  const params = filterParams(filter)
+  const link = (extra: Array<[string, string]>) =>
+    `/admin/events?${new URLSearchParams([...params, ...extra])}`
+  return (
+    <Layout {...page}>
+      <h1>Events</h1>
+      <form class="filters" method="get" action="/admin/events">
+        <label>
+          Source
+          <select name="source">
+            <option value="">any</option>
+            {withCurrent(sources, filter.source).map((source) => (
+              <option value={source} selected={filter.source === source}>
+                {source}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Status
+          <select name="status">
+            <option value="">any</option>
+            {eventStatus.enumValues.map((status) => (
+              <option value={status} selected={filter.status === status}>
+                {status.toUpperCase()}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Type
+          <input name="type" value={filter.type ?? ''} placeholder="e.g. invoice.paid" />
+        </label>
+        <label>
+          Received from (UTC)
+          <input type="datetime-local" step="1" name="from" value={localValue(filter.from)} />
+        </label>
+        <label>
+          to (UTC)
+          <input type="datetime-local" step="1" name="to" value={localValue(filter.to)} />
+        </label>
+        <button type="submit">Filter</button>
+        <a href="/admin/events">Clear</a>
+      </form>
+
+      {events.length === 0 ? (
+        <p class="muted">No events match{paged ? ' on this page' : ''}.</p>
+      ) : (
+        <table>
+          <thead>
+            <tr>
+              <th>Received</th>
+              <th>Source</th>
+              <th>Event id</th>
+              <th>Type</th>
+              <th>Status</th>
+              <th>Attempts</th>
+              <th>Last error</th>
+            </tr>
+          </thead>
+          <tbody>
+            {events.map((event) => (
+              <tr>
+                <td class="mono">{utc(event.receivedAt)}</td>
+                <td>{event.source}</td>
+                <td class="mono">
+                  <a href={`/admin/events/${event.id}`}>{event.eventId}</a>
+                </td>
+                <td>{event.eventType ?? '—'}</td>
+                <td>
+                  <Badge status={event.status} />
+                </td>
+                <td>
+                  {event.attempts}
+                  {event.replays > 0 ? <span class="muted"> · replayed {event.replays}×</span> : null}
+                </td>
+                <td class="err">{truncate(event.lastError, 160)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+
+      <div class="pager">
+        {paged ? <a href={link([])}>« First page</a> : null}
+        {next === undefined ? null : <a href={link([['after', encodeCursor(next)]])}>Next page »</a>}
+      </div>
+
+      <h2>Replay FAILED events</h2>
+      <form method="post" action="/admin/events/replay" class="card row">
+        <CsrfField token={page.user.csrf} />
+        {params.map(([name, value]) => (
+          <input type="hidden" name={name} value={value} />
+        ))}
+        <span>
+          Replays every FAILED event matching the filter above ({describeFilter(filter)}), oldest first, at
+          most {BULK_REPLAY_LIMIT} per click. Each handler runs again; its outbound calls keep their keys.
+        </span>
+        <button type="submit" class="danger">
+          Replay FAILED events
+        </button>
+      </form>
+    </Layout>
+  )
+}
+
+/** A source no longer configured still has events: keep it selectable while it is the filter. */
+function withCurrent(sources: readonly string[], current: string | undefined): readonly string[] {
+  return current === undefined || sources.includes(current) ? sources : [...sources, current]
+}
+
+function localValue(date: Date | undefined): string {
+  return date === undefined ? '' : date.toISOString().slice(0, 19)
+}
+
+function truncate(text: string | null, max: number): string {
+  if (text === null) return ''
+  return text.length > max ? `${text.slice(0, max)}…` : text
+}
+
+function describeFilter(filter: EventFilter): string {
+  const parts = filterParams({ ...filter, status: undefined }).map(([name, value]) => `${name} ${value}`)
+  return parts.length === 0 ? 'all sources, any time' : parts.join(', ')
+}

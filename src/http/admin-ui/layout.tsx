@@ -1,0 +1,178 @@
+import type { FC, PropsWithChildren } from 'hono/jsx'
+import { CSRF_FIELD } from './session.js'
+
+// Inline and small: the page needs no build step, no asset route and no JavaScript.
+const CSS = `
+:root { --fg:#1f2933; --muted:#616e7c; --line:#e4e7eb; --bg:#f7f8fa; --card:#fff; --accent:#2457c5;
+  --ok:#1f7a4d; --okbg:#e3f6ec; --bad:#b42318; --badbg:#fde8e7; --warn:#8a5a00; --warnbg:#fff4d6;
+  --info:#1d4ed8; --infobg:#e6eefc; }
+* { box-sizing: border-box; }
+body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif; color:var(--fg); background:var(--bg); }
+header.top { background:#111827; color:#fff; padding:0 24px; display:flex; align-items:center; gap:24px; height:48px; }
+header.top .brand { font-weight:600; letter-spacing:.02em; }
+header.top nav a { color:#cbd2d9; text-decoration:none; margin-right:16px; }
+header.top nav a.on, header.top nav a:hover { color:#fff; }
+header.top .who { margin-left:auto; display:flex; align-items:center; gap:12px; color:#cbd2d9; }
+header.top form { margin:0; display:flex; }
+main { padding:24px; max-width:1280px; margin:0 auto; }
+h1 { font-size:20px; margin:0 0 16px; }
+h2 { font-size:16px; margin:28px 0 10px; }
+a { color:var(--accent); }
+table { width:100%; border-collapse:collapse; background:var(--card); border:1px solid var(--line); }
+th, td { text-align:left; padding:7px 10px; border-bottom:1px solid var(--line); vertical-align:top; }
+th { background:#f0f2f5; font-weight:600; font-size:12px; color:var(--muted); text-transform:uppercase; letter-spacing:.03em; }
+tr:last-child td { border-bottom:0; }
+table.facts th { width:200px; text-transform:none; font-size:13px; }
+td.mono, .mono { font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; font-size:13px; }
+h1 .mono { font-size:inherit; }
+td.err { color:var(--bad); max-width:360px; overflow-wrap:anywhere; }
+pre { background:#0f172a; color:#e2e8f0; padding:12px 14px; border-radius:6px; overflow:auto; max-height:420px;
+  font:12.5px/1.5 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; margin:0; }
+.badge { display:inline-block; padding:1px 8px; border-radius:10px; font-size:12px; font-weight:600; white-space:nowrap; }
+.b-ok { color:var(--ok); background:var(--okbg); } .b-bad { color:var(--bad); background:var(--badbg); }
+.b-warn { color:var(--warn); background:var(--warnbg); } .b-info { color:var(--info); background:var(--infobg); }
+.b-muted { color:var(--muted); background:#eef0f3; }
+form.filters { display:flex; flex-wrap:wrap; gap:10px; align-items:flex-end; background:var(--card);
+  border:1px solid var(--line); padding:12px; margin-bottom:16px; border-radius:6px; }
+label { display:flex; flex-direction:column; gap:3px; font-size:12px; color:var(--muted); }
+input, select, textarea { font:inherit; padding:5px 8px; border:1px solid #cbd2d9; border-radius:4px; background:#fff; color:var(--fg); }
+textarea { font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; font-size:12.5px; min-height:70px; width:100%; }
+button { font:inherit; padding:6px 14px; border-radius:4px; border:1px solid var(--accent); background:var(--accent); color:#fff; cursor:pointer; }
+button.secondary { background:#fff; color:var(--accent); }
+button.danger { background:var(--bad); border-color:var(--bad); }
+button.ok { background:var(--ok); border-color:var(--ok); }
+button.link { background:none; border:0; color:#cbd2d9; padding:0; font-size:14px; }
+form.filters > a { align-self:center; }
+.notice { padding:10px 14px; border-radius:6px; margin-bottom:16px; border:1px solid; }
+.notice.ok { color:var(--ok); background:var(--okbg); border-color:#b7e4cb; }
+.notice.bad { color:var(--bad); background:var(--badbg); border-color:#f5c2be; }
+.row { display:flex; gap:12px; align-items:center; flex-wrap:wrap; }
+.muted { color:var(--muted); }
+.pager { display:flex; gap:16px; margin:12px 0; }
+.card { background:var(--card); border:1px solid var(--line); border-radius:6px; padding:16px; margin-bottom:20px; }
+.grid2 { display:grid; grid-template-columns:1fr 1fr; gap:16px; }
+.decisions { display:grid; grid-template-columns:repeat(3,1fr); gap:12px; margin-top:14px; align-items:start; }
+.decisions form { border:1px solid var(--line); border-radius:6px; padding:12px; display:flex; flex-direction:column; gap:8px; }
+.decisions form.proposed { border-color:var(--accent); box-shadow:0 0 0 1px var(--accent) inset; }
+.login { max-width:360px; margin:80px auto; }
+.login form { display:flex; flex-direction:column; gap:12px; }
+`
+
+export type Section = 'events' | 'operations' | 'approvals' | 'queues'
+
+export interface PageProps {
+  title: string
+  /** Absent on the login and error pages of a visitor who is not logged in. */
+  user?: { name: string; csrf: string } | undefined
+  section?: Section | undefined
+  notice?: { kind: 'ok' | 'bad'; text: string } | undefined
+}
+
+export const Layout: FC<PropsWithChildren<PageProps>> = (props) => (
+  <html lang="en">
+    <head>
+      <meta charset="utf-8" />
+      <meta name="viewport" content="width=device-width, initial-scale=1" />
+      <title>{`${props.title} · hookledger admin`}</title>
+      <style dangerouslySetInnerHTML={{ __html: CSS }} />
+    </head>
+    <body>
+      <header class="top">
+        <span class="brand">hookledger</span>
+        {props.user === undefined ? null : (
+          <>
+            <nav>
+              <NavLink href="/admin/events" on={props.section === 'events'}>
+                Events
+              </NavLink>
+              <NavLink href="/admin/operations" on={props.section === 'operations'}>
+                Operations
+              </NavLink>
+              <NavLink href="/admin/approvals" on={props.section === 'approvals'}>
+                Approvals
+              </NavLink>
+              <NavLink href="/admin/queues" on={props.section === 'queues'}>
+                Queues
+              </NavLink>
+            </nav>
+            <div class="who">
+              <span>{props.user.name}</span>
+              <form method="post" action="/admin/logout">
+                <CsrfField token={props.user.csrf} />
+                <button class="link" type="submit">
+                  Log out
+                </button>
+              </form>
+            </div>
+          </>
+        )}
+      </header>
+      <main>
+        {props.notice === undefined ? null : (
+          <div class={`notice ${props.notice.kind}`} role="status">
+            {props.notice.text}
+          </div>
+        )}
+        {props.children}
+      </main>
+    </body>
+  </html>
+)
+
+const NavLink: FC<PropsWithChildren<{ href: string; on: boolean }>> = (props) => (
+  <a href={props.href} class={props.on ? 'on' : undefined}>
+    {props.children}
+  </a>
+)
+
+export const CsrfField: FC<{ token: string }> = (props) => (
+  <input type="hidden" name={CSRF_FIELD} value={props.token} />
+)
+
+const BADGES: Record<string, string> = {
+  done: 'b-ok',
+  completed: 'b-ok',
+  compensated: 'b-ok',
+  failed: 'b-bad',
+  abandoned: 'b-bad',
+  error: 'b-bad',
+  pending: 'b-info',
+  processing: 'b-info',
+  in_progress: 'b-info',
+  retry_approved: 'b-info',
+  needs_reconciliation: 'b-warn',
+  awaiting_approval: 'b-warn',
+  exhausted: 'b-warn',
+}
+
+export const Badge: FC<{ status: string }> = (props) => (
+  <span class={`badge ${BADGES[props.status] ?? 'b-muted'}`}>{props.status}</span>
+)
+
+/** Times in UTC, to the second: the ledger, the logs and the providers' dashboards all agree on UTC. */
+export function utc(date: Date | null | undefined): string {
+  if (date === null || date === undefined) return '—'
+  return `${date.toISOString().slice(0, 19).replace('T', ' ')}Z`
+}
+
+export const Json: FC<{ value: unknown }> = (props) => <pre>{prettyJson(props.value)}</pre>
+
+export function prettyJson(value: unknown): string {
+  if (value === undefined || value === null) return 'null'
+  return JSON.stringify(value, null, 2)
+}
+
+/** A page with one message, for errors a person can act on (a bad filter, a stale decision). */
+export const MessagePage: FC<{ props: PageProps; back?: { href: string; label: string } | undefined }> = ({
+  props,
+  back,
+}) => (
+  <Layout {...props}>
+    <h1>{props.title}</h1>
+    {back === undefined ? null : (
+      <p>
+        <a href={back.href}>{back.label}</a>
+      </p>
+    )}
+  </Layout>
+)
