@@ -134,8 +134,13 @@ async function main() {
       ledgerUrl: async () => databaseUrl('redis'),
     },
     {
-      label: 'the same on embedded mode (its own PostgreSQL, DATABASE_URL unset)',
-      env: { DATABASE_URL: '', REDIS_URL: testRedisUrl(), HOOKLEDGER_DATA_DIR: join(dataDir, 'data') },
+      label: 'the same on the in-process queue (REDIS_URL unset)',
+      env: { DATABASE_URL: databaseUrl('inproc'), REDIS_URL: '' },
+      ledgerUrl: async () => databaseUrl('inproc'),
+    },
+    {
+      label: 'embedded mode: its own PostgreSQL and the in-process queue (both unset, as `npm start`)',
+      env: { DATABASE_URL: '', REDIS_URL: '', HOOKLEDGER_DATA_DIR: join(dataDir, 'data') },
       ledgerUrl: () => runningEmbeddedUrl(join(dataDir, 'data')),
     },
   ]
@@ -172,7 +177,7 @@ async function main() {
     process.stdout.write(`${lines.join('\n')}\n`)
     if (failed) process.exitCode = 1
   } finally {
-    for (const suffix of ['redis']) {
+    for (const suffix of ['redis', 'inproc']) {
       await admin.unsafe(`drop database if exists "hl_bench_${run}_${suffix}" with (force)`)
     }
     await admin.end()
