@@ -41,7 +41,7 @@ export async function replayFailedEvents(
  * restarts at 0 because the worker's cap (`attempts >= maxAttempts` → FAILED) reads it; the attempts
  * already made stay in event_attempts under their replay round, and `replays` numbers the new round.
  * enqueued_at is cleared: the row has no live job until the caller's requeue succeeds, and if that
- * fails (Redis down) the relay picks the row up like any other unqueued one.
+ * fails (Redis down) the relay hands the row to the queue again (see docs/admin.md for when).
  */
 async function flipFailed(
   db: Database,
