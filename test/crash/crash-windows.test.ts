@@ -1,17 +1,16 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Queue } from 'bullmq'
-import { eq } from 'drizzle-orm'
 import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { inboundEvents } from '../../src/db/schema.js'
 import type { FailpointName } from '../../src/failpoints.js'
 import { deploymentQueuePrefix, INBOUND_QUEUE, processEventJobId } from '../../src/queue/jobs.js'
 import { type Child, startChild } from '../support/child.js'
+import { crashWitness, deliverOrder } from '../support/crash-ledger.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { testRedisUrl } from '../support/env.js'
-import { signedHeaders, TEST_SECRET } from '../support/signing.js'
+import { TEST_SECRET } from '../support/signing.js'
 
 // Each window: the real service in a child process kills itself (SIGKILL) at a named point; the
 // ledger is then checked, the service started again, and the provider's retry sent.
@@ -57,31 +56,10 @@ function start(failpoint?: FailpointName) {
   })
 }
 
-async function deliver(url: string, eventId: string) {
-  const body = JSON.stringify({ type: 'order.paid', eventId })
-  return fetch(`${url}/webhooks/acme`, {
-    method: 'POST',
-    body,
-    headers: signedHeaders(body, { id: eventId }),
-  })
-}
-
-async function rowFor(eventId: string) {
-  return (await database.db.select().from(inboundEvents).where(eq(inboundEvents.eventId, eventId)))[0]
-}
-
-async function effects(eventId: string) {
-  return (await database.sql`select count(*)::int as n from handler_effects where event_id = ${eventId}`)[0]
-    ?.n
-}
-
-function invocations(eventId: string) {
-  let log = ''
-  try {
-    log = readFileSync(join(directory, 'invocations.log'), 'utf8')
-  } catch {}
-  return log.split('\n').filter((line) => line.startsWith(`${eventId} `)).length
-}
+const { rowFor, effects, invocations } = crashWitness(
+  () => database,
+  () => directory,
+)
 
 async function killedBy(crashing: Child) {
   expect(await crashing.exited).toBe('SIGKILL')
@@ -90,12 +68,12 @@ async function killedBy(crashing: Child) {
 describe('crash windows (SIGKILL at named points)', () => {
   it('before the commit: no row; the provider retry is accepted and processed once', async () => {
     const crashing = await start('receive.before_commit')
-    await expect(deliver(crashing.url, 'evt_crash_before_commit')).rejects.toThrow()
+    await expect(deliverOrder(crashing.url, 'evt_crash_before_commit')).rejects.toThrow()
     await killedBy(crashing)
     expect(await rowFor('evt_crash_before_commit')).toBeUndefined()
 
     child = await start()
-    const retry = await deliver(child.url, 'evt_crash_before_commit')
+    const retry = await deliverOrder(child.url, 'evt_crash_before_commit')
     expect(retry.status).toBe(200)
     expect(await retry.json()).toMatchObject({ status: 'accepted' })
     await expect
@@ -106,12 +84,12 @@ describe('crash windows (SIGKILL at named points)', () => {
 
   it('after the commit, before the response: the row is there; the retry is a duplicate; processed once', async () => {
     const crashing = await start('receive.after_commit')
-    await expect(deliver(crashing.url, 'evt_crash_after_commit')).rejects.toThrow()
+    await expect(deliverOrder(crashing.url, 'evt_crash_after_commit')).rejects.toThrow()
     await killedBy(crashing)
     expect(await rowFor('evt_crash_after_commit')).toMatchObject({ status: 'pending', enqueuedAt: null })
 
     child = await start()
-    const retry = await deliver(child.url, 'evt_crash_after_commit')
+    const retry = await deliverOrder(child.url, 'evt_crash_after_commit')
     expect(await retry.json()).toMatchObject({ status: 'duplicate' })
     await expect
       .poll(async () => (await rowFor('evt_crash_after_commit'))?.status, { timeout: 15_000 })
@@ -122,7 +100,7 @@ describe('crash windows (SIGKILL at named points)', () => {
 
   it('after the response, before the enqueue: the 200 stands and the relay processes the row', async () => {
     const crashing = await start('receive.before_enqueue')
-    const response = await deliver(crashing.url, 'evt_crash_before_enqueue')
+    const response = await deliverOrder(crashing.url, 'evt_crash_before_enqueue')
     expect(response.status).toBe(200)
     expect(await response.json()).toMatchObject({ status: 'accepted' })
     await killedBy(crashing)
@@ -137,7 +115,7 @@ describe('crash windows (SIGKILL at named points)', () => {
 
   it('inside the handler, before DONE: the handler runs again and its write exists once', async () => {
     const crashing = await start('worker.before_done')
-    expect((await deliver(crashing.url, 'evt_crash_in_handler')).status).toBe(200)
+    expect((await deliverOrder(crashing.url, 'evt_crash_in_handler')).status).toBe(200)
     await killedBy(crashing)
     expect(invocations('evt_crash_in_handler')).toBe(1)
     expect(await rowFor('evt_crash_in_handler')).toMatchObject({ status: 'processing', attempts: 1 })
@@ -154,7 +132,7 @@ describe('crash windows (SIGKILL at named points)', () => {
 
   it("after the handler's commit, before the job is acknowledged: not run again", async () => {
     const crashing = await start('worker.after_done')
-    expect((await deliver(crashing.url, 'evt_crash_after_done')).status).toBe(200)
+    expect((await deliverOrder(crashing.url, 'evt_crash_after_done')).status).toBe(200)
     await killedBy(crashing)
     expect(await rowFor('evt_crash_after_done')).toMatchObject({ status: 'done' })
 

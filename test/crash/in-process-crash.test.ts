@@ -1,13 +1,14 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { eq, inArray } from 'drizzle-orm'
+import { inArray } from 'drizzle-orm'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { inboundEvents } from '../../src/db/schema.js'
 import type { FailpointName } from '../../src/failpoints.js'
 import { type Child, startChild } from '../support/child.js'
+import { crashWitness, deliverOrder } from '../support/crash-ledger.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { signedHeaders, TEST_SECRET } from '../support/signing.js'
+import { TEST_SECRET } from '../support/signing.js'
 
 // The crash windows again with REDIS_URL unset: the jobs die with the process, and the restarted one
 // must find the work in the ledger alone, well before orphan recovery (set to a minute here) would.
@@ -55,31 +56,10 @@ function start(failpoint?: FailpointName) {
   })
 }
 
-async function deliver(url: string, eventId: string) {
-  const body = JSON.stringify({ type: 'order.paid', eventId })
-  return fetch(`${url}/webhooks/acme`, {
-    method: 'POST',
-    body,
-    headers: signedHeaders(body, { id: eventId }),
-  })
-}
-
-async function rowFor(eventId: string) {
-  return (await database.db.select().from(inboundEvents).where(eq(inboundEvents.eventId, eventId)))[0]
-}
-
-async function effects(eventId: string) {
-  return (await database.sql`select count(*)::int as n from handler_effects where event_id = ${eventId}`)[0]
-    ?.n
-}
-
-function invocations(eventId: string) {
-  let log = ''
-  try {
-    log = readFileSync(join(directory, 'invocations.log'), 'utf8')
-  } catch {}
-  return log.split('\n').filter((line) => line.startsWith(`${eventId} `)).length
-}
+const { rowFor, effects, invocations } = crashWitness(
+  () => database,
+  () => directory,
+)
 
 describe('crash windows with the in-process queue (SIGKILL, then a restart)', () => {
   it('announces the in-process queue loudly at start', async () => {
@@ -89,7 +69,7 @@ describe('crash windows with the in-process queue (SIGKILL, then a restart)', ()
 
   it('inside the handler, before DONE: the restarted process runs it again and its write exists once', async () => {
     const crashing = await start('worker.before_done')
-    expect((await deliver(crashing.url, 'evt_inproc_in_handler')).status).toBe(200)
+    expect((await deliverOrder(crashing.url, 'evt_inproc_in_handler')).status).toBe(200)
     expect(await crashing.exited).toBe('SIGKILL')
     expect(await rowFor('evt_inproc_in_handler')).toMatchObject({ status: 'processing', attempts: 1 })
     expect(await effects('evt_inproc_in_handler')).toBe(0)
@@ -109,7 +89,7 @@ describe('crash windows with the in-process queue (SIGKILL, then a restart)', ()
   it('killed with a backlog: every committed row reaches DONE once after the restart', async () => {
     const crashing = await start('worker.before_done')
     const ids = Array.from({ length: 30 }, (_, i) => `evt_inproc_backlog_${i}`)
-    const answers = await Promise.allSettled(ids.map((id) => deliver(crashing.url, id)))
+    const answers = await Promise.allSettled(ids.map((id) => deliverOrder(crashing.url, id)))
     expect(await crashing.exited).toBe('SIGKILL')
     const accepted = ids.filter((_, i) => {
       const answer = answers[i]
@@ -138,7 +118,7 @@ describe('crash windows with the in-process queue (SIGKILL, then a restart)', ()
 
   it('after the response, before the enqueue: the 200 stands and the restarted process handles the row', async () => {
     const crashing = await start('receive.before_enqueue')
-    expect((await deliver(crashing.url, 'evt_inproc_before_enqueue')).status).toBe(200)
+    expect((await deliverOrder(crashing.url, 'evt_inproc_before_enqueue')).status).toBe(200)
     expect(await crashing.exited).toBe('SIGKILL')
     expect(await rowFor('evt_inproc_before_enqueue')).toMatchObject({ status: 'pending', enqueuedAt: null })
 

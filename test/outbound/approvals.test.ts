@@ -203,21 +203,22 @@ describe('httpTool', () => {
   })
 })
 
-describe('HTTP APIs', () => {
-  const config = buildConfig({ sources: [] }, () => undefined)
-  const app = (tokens: { adminToken?: string; agentToken?: string }) =>
-    createApp({
-      config,
-      db: db.db,
-      claims: createClaimBatcher(db.sql),
-      enqueuer: createEnqueuer({ queue: undefined as never, sql: db.sql, logger, failpoints: noFailpoints }),
-      logger,
-      metrics: createMetrics(),
-      readiness: [],
-      outbound: ledger,
-      ...tokens,
-    })
+/** The HTTP app on this file's ledger, with no sources: only the outbound and admin APIs matter here. */
+function app(tokens: { adminToken?: string; agentToken?: string }) {
+  return createApp({
+    config: buildConfig({ sources: [] }, () => undefined),
+    db: db.db,
+    claims: createClaimBatcher(db.sql),
+    enqueuer: createEnqueuer({ queue: undefined as never, sql: db.sql, logger, failpoints: noFailpoints }),
+    logger,
+    metrics: createMetrics(),
+    readiness: [],
+    outbound: ledger,
+    ...tokens,
+  })
+}
 
+describe('HTTP APIs', () => {
   it('refuse without a configured token, and without the right bearer', async () => {
     const closed = app({})
     expect((await closed.request('/admin/api/approvals')).status).toBe(403)
@@ -291,20 +292,8 @@ describe('HTTP APIs', () => {
 })
 
 describe('HTTP APIs: a compensable tool driven by an agent', () => {
-  const config = buildConfig({ sources: [] }, () => undefined)
   const token = 'c'.repeat(20)
-  const api = () =>
-    createApp({
-      config,
-      db: db.db,
-      claims: createClaimBatcher(db.sql),
-      enqueuer: createEnqueuer({ queue: undefined as never, sql: db.sql, logger, failpoints: noFailpoints }),
-      logger,
-      metrics: createMetrics(),
-      readiness: [],
-      outbound: ledger,
-      agentToken: token,
-    })
+  const api = () => app({ agentToken: token })
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' }
   const post = async (path: string, body: unknown) => {
     const response = await api().request(path, { method: 'POST', headers, body: JSON.stringify(body) })

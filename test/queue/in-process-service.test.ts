@@ -4,9 +4,9 @@ import { operationAudit, operations } from '../../src/db/outbound-schema.js'
 import { inboundEvents } from '../../src/db/schema.js'
 import type { EventHandler } from '../../src/handlers/types.js'
 import { defineTool } from '../../src/outbound/tools.js'
+import { deliverOrder } from '../support/crash-ledger.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from '../support/service.js'
-import { signedHeaders } from '../support/signing.js'
 import { testConfig } from '../support/stack.js'
 
 // The whole service with REDIS_URL unset: the same ledger semantics on the in-process queue.
@@ -47,15 +47,6 @@ function start(handler: EventHandler, options: { config?: typeof config } = {}) 
   })
 }
 
-async function deliver(url: string, eventId: string) {
-  const body = JSON.stringify({ type: 'order.paid', eventId })
-  return fetch(`${url}/webhooks/acme`, {
-    method: 'POST',
-    body,
-    headers: signedHeaders(body, { id: eventId }),
-  })
-}
-
 async function rowsOf(eventIds: readonly string[]) {
   return database.db
     .select()
@@ -83,7 +74,7 @@ describe('service without Redis (in-process queue)', () => {
     const calls: string[] = []
     running = await start(recordingHandler(calls))
     const url = running.url
-    const responses = await Promise.all(Array.from({ length: 200 }, () => deliver(url, 'evt_storm')))
+    const responses = await Promise.all(Array.from({ length: 200 }, () => deliverOrder(url, 'evt_storm')))
     expect(responses.map((r) => r.status)).toEqual(Array(200).fill(200))
     const bodies = (await Promise.all(responses.map((r) => r.json()))) as Array<{ status: string }>
     const byKind: Record<string, number> = {}
@@ -102,7 +93,7 @@ describe('service without Redis (in-process queue)', () => {
       if (calls <= 2) throw new Error(`downstream refused (call ${calls})`)
       await tx.execute(sql`insert into handler_effects (event_id) values (${eventId})`)
     })
-    expect((await deliver(running.url, 'evt_flaky')).status).toBe(200)
+    expect((await deliverOrder(running.url, 'evt_flaky')).status).toBe(200)
     await expect.poll(async () => (await rowsOf(['evt_flaky']))[0]?.status, { timeout: 10_000 }).toBe('done')
     expect((await rowsOf(['evt_flaky']))[0]).toMatchObject({ attempts: 3 })
     expect(calls).toBe(3)
@@ -117,7 +108,7 @@ describe('service without Redis (in-process queue)', () => {
     )
     const first = await start(recordingHandler(calls, 150), { config: slow })
     const ids = Array.from({ length: 20 }, (_, i) => `evt_restart_${i}`)
-    for (const id of ids) expect((await deliver(first.url, id)).status).toBe(200)
+    for (const id of ids) expect((await deliverOrder(first.url, id)).status).toBe(200)
     await expect.poll(() => calls.length, { timeout: 10_000 }).toBeGreaterThanOrEqual(2)
     await first.close()
 
