@@ -1,39 +1,31 @@
-// `npm run bench`: signed requests with unique ids through the full path and, in the same run,
-// through a bare Hono route that only reads the body. Every load is bounded in time; all traffic
-// stays on 127.0.0.1.
-import { createHmac, randomBytes } from 'node:crypto'
+// `npm run bench`: two sections, each with its baseline measured in the same run.
+//   intake: signed requests with unique ids through the full path (a worker in the same process
+//           forwarding every event to a local destination) against a bare Hono route that only
+//           reads the body; then how long the forwards lag behind the end of the load.
+//   drain:  a backlog taken by an api-only process, drained by one worker process, against the
+//           hand-written at-least-once BullMQ worker in bench/baseline-worker.ts.
+// BENCH_PREFILL=N first fills each ledger with N DONE events (generate_series, not HTTP), to show
+// the cost as the ledger grows. Every load is bounded in count and time; all traffic stays on 127.0.0.1.
+import { randomBytes } from 'node:crypto'
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import postgres from 'postgres'
 import { runningEmbeddedUrl } from '../src/db/embedded.js'
+import { migrateLedger } from '../src/db/migrate.js'
+import { createLogger } from '../src/logger.js'
 import { startChild } from '../test/support/child.js'
 import { adminDatabaseUrl, testRedisUrl } from '../test/support/env.js'
+import { type Destination, startDestination } from './destination.js'
+import { type DrainResult, runDrain } from './drain.js'
+import { BENCH_SECRET, signedRequest } from './signing.js'
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10)
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50)
-const SECRET = randomBytes(32)
-const BODY_PAD = 'x'.repeat(700) // about 1 KB bodies, like a typical provider event
-
-let sequence = 0
-function signedRequest() {
-  sequence += 1
-  const id = `msg_bench_${process.pid}_${sequence}`
-  const timestamp = Math.floor(Date.now() / 1000)
-  const body = JSON.stringify({ type: 'invoice.paid', data: { id: `in_${sequence}`, pad: BODY_PAD } })
-  const signature = createHmac('sha256', SECRET).update(`${id}.${timestamp}.${body}`).digest('base64')
-  return {
-    method: 'POST' as const,
-    body,
-    headers: {
-      'content-type': 'application/json',
-      'webhook-id': id,
-      'webhook-timestamp': String(timestamp),
-      'webhook-signature': `v1,${signature}`,
-    },
-  }
-}
+const DRAIN_EVENTS = Number(process.env.BENCH_EVENTS ?? 3000)
+const PREFILL = Number(process.env.BENCH_PREFILL ?? 0)
+const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'intake,drain').split(','))
 
 async function load(url: string) {
   const result = await autocannon({
@@ -48,11 +40,11 @@ async function load(url: string) {
     p99: result.latency.p99,
     non2xx: result.non2xx,
     errors: result.errors + result.timeouts,
-    total: result.requests.total,
+    accepted: result['2xx'],
   }
 }
 
-/** One way of running the full path: its environment, and where its ledger can be read afterwards. */
+/** One way of running the full path: its environment. */
 interface Variant {
   label: string
   env: Record<string, string>
@@ -61,126 +53,177 @@ interface Variant {
 
 interface FullResult {
   load: Awaited<ReturnType<typeof load>>
-  donePerSecond: number
-  drained: boolean
+  /** From the end of the load to the last forward arriving at the destination. */
+  lagSeconds: number | undefined
+  repeats: number
 }
 
-/** Loads one variant, then waits for its backlog to drain and counts events DONE per second. */
-async function runFull(variant: Variant, configPath: string): Promise<FullResult> {
-  const full = await startChild(['bench/full-server.ts'], {
+/** Loads one variant, then waits for every accepted event to arrive at the destination. */
+async function runFull(variant: Variant, configPath: string, destination: Destination): Promise<FullResult> {
+  const full = await startChild(['src/cli/main.ts', 'serve'], {
     ...variant.env,
     HOOKLEDGER_CONFIG: configPath,
     LOG_LEVEL: 'warn',
   })
   try {
+    destination.reset()
     const result = await load(full.url)
-    const url = await variant.ledgerUrl()
-    if (url === undefined) throw new Error(`${variant.label}: its ledger cannot be found`)
-    const ledger = postgres(url, { max: 1, onnotice: () => {} })
+    const loadEnded = Date.now()
     try {
-      // Events DONE per second: from the first receipt to the last DONE, once the backlog drained.
-      const deadline = Date.now() + 120_000
-      let drained = false
-      while (Date.now() < deadline) {
-        const [row] =
-          await ledger`select count(*) filter (where status <> 'done')::int as open from inbound_events`
-        if (row?.open === 0) {
-          drained = true
-          break
-        }
-        await new Promise((resolve) => setTimeout(resolve, 250))
+      const { lastAt } = await destination.waitFor(result.accepted, 120_000)
+      return {
+        load: result,
+        lagSeconds: Math.max(0, lastAt - loadEnded) / 1000,
+        repeats: destination.repeats(),
       }
-      const [stats] = await ledger`
-        select count(*)::int as done,
-               extract(epoch from max(processed_at) - min(received_at))::float8 as seconds
-        from inbound_events where status = 'done'`
-      const donePerSecond = stats && stats.seconds > 0 ? stats.done / stats.seconds : 0
-      return { load: result, donePerSecond, drained }
-    } finally {
-      await ledger.end()
+    } catch {
+      return { load: result, lagSeconds: undefined, repeats: destination.repeats() }
     }
   } finally {
     await full.kill('SIGTERM')
   }
 }
 
+/** Creates the ledger, with N DONE events written straight into it, as months of traffic would leave them. */
+async function prepareLedger(url: string, events: number): Promise<void> {
+  await migrateLedger(url, createLogger('warn'))
+  if (events === 0) return
+  const ledger = postgres(url, { max: 1, onnotice: () => {} })
+  try {
+    await ledger`
+      insert into inbound_events (source, event_id, event_type, payload_hash, body, headers, status,
+                                  attempts, received_at, enqueued_at, processed_at)
+      select 'bench', 'msg_prefill_' || g, 'invoice.paid', md5(g::text), convert_to('{"prefill":' || g || '}', 'UTF8'),
+             '{}'::jsonb, 'done', 1, now() - interval '1 day', now() - interval '1 day', now() - interval '1 day'
+      from generate_series(1, ${events}) g`
+    await ledger`vacuum analyze inbound_events`
+  } finally {
+    await ledger.end()
+  }
+}
+
+function intakeTable(bare: Awaited<ReturnType<typeof load>>, rows: { label: string; result: FullResult }[]) {
+  const first = rows[0]?.result
+  return [
+    '| path | requests/s | p50 ms | p99 ms | non-2xx | errors | forwards done after the load |',
+    '|---|---:|---:|---:|---:|---:|---:|',
+    `| bare Hono route (reads the body) | ${bare.requestsPerSecond.toFixed(0)} | ${bare.p50} | ${bare.p99} | ${bare.non2xx} | ${bare.errors} | – |`,
+    ...rows.map(({ label, result: r }) => {
+      const lag = r.lagSeconds === undefined ? 'not within 120 s' : `${r.lagSeconds.toFixed(1)} s`
+      return `| ${label} | ${r.load.requestsPerSecond.toFixed(0)} | ${r.load.p50} | ${r.load.p99} | ${r.load.non2xx} | ${r.load.errors} | ${lag}${r.repeats > 0 ? `, ${r.repeats} repeats` : ''} |`
+    }),
+    '',
+    `intake ratio full/bare (requests/s): ${((first?.load.requestsPerSecond ?? 0) / bare.requestsPerSecond).toFixed(2)}`,
+  ]
+}
+
+function drainTable(results: { hookledger: DrainResult; baseline: DrainResult }) {
+  const row = (r: DrainResult) =>
+    `| ${r.label} | ${r.perSecond.toFixed(0)} | ${(r.startToLastMs / 1000).toFixed(1)} | ${r.cpuMsPerEvent.toFixed(2)} | ${r.statementsPerEvent?.toFixed(1) ?? '–'} | ${r.commitsPerEvent.toFixed(2)} | ${r.repeats} |`
+  return [
+    `| worker (${results.hookledger.events} forward events) | events/s | s from spawn to last | Node CPU ms/event | SQL statements/event | commits/event | repeats |`,
+    '|---|---:|---:|---:|---:|---:|---:|',
+    row(results.baseline),
+    row(results.hookledger),
+    '',
+    `drain ratio hookledger/baseline (events/s): ${(results.hookledger.perSecond / results.baseline.perSecond).toFixed(2)}`,
+  ]
+}
+
 async function main() {
   const run = randomBytes(4).toString('hex')
-  const configPath = join(tmpdir(), `hl_bench_${run}.json`)
-  writeFileSync(
-    configPath,
-    JSON.stringify({
-      sources: [
-        {
-          id: 'bench',
-          verify: { scheme: 'standard-webhooks', secrets: [`whsec_${SECRET.toString('base64')}`] },
-        },
-      ],
-      worker: { concurrency: 16 },
-    }),
-  )
-  // Each variant gets a ledger of its own, so no run counts another's rows.
+  const databaseName = (suffix: string) => `hl_bench_${run}_${suffix}`
   const databaseUrl = (suffix: string) => {
     const url = new URL(adminDatabaseUrl())
-    url.pathname = `/hl_bench_${run}_${suffix}`
+    url.pathname = `/${databaseName(suffix)}`
     return url.toString()
   }
+  const admin = postgres(adminDatabaseUrl(), { max: 1, onnotice: () => {} })
+  const destination = await startDestination()
   const dataDir = mkdtempSync(join(tmpdir(), 'hl-bench-embedded-'))
   chmodSync(dataDir, 0o755) // reachable by the `postgres` user when the bench runs as root
-  const variants: Variant[] = [
-    {
-      label: 'full path (verify, claim, commit, enqueue; worker in the same process)',
-      env: { DATABASE_URL: databaseUrl('redis'), REDIS_URL: testRedisUrl() },
-      ledgerUrl: async () => databaseUrl('redis'),
-    },
-    {
-      label: 'the same on the in-process queue (REDIS_URL unset)',
-      env: { DATABASE_URL: databaseUrl('inproc'), REDIS_URL: '' },
-      ledgerUrl: async () => databaseUrl('inproc'),
-    },
-    {
-      label: 'embedded mode: its own PostgreSQL and the in-process queue (both unset, as `npm start`)',
-      env: { DATABASE_URL: '', REDIS_URL: '', HOOKLEDGER_DATA_DIR: join(dataDir, 'data') },
-      ledgerUrl: () => runningEmbeddedUrl(join(dataDir, 'data')),
-    },
+  const lines = [
+    `hookledger bench — ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown CPU'}), Node ${process.version}` +
+      (PREFILL > 0 ? `, ledger prefilled with ${PREFILL} DONE events` : ', empty ledger'),
+    '',
   ]
-  const admin = postgres(adminDatabaseUrl(), { max: 1, onnotice: () => {} })
+  let failed = false
   try {
-    const bare = await startChild(['bench/bare-server.ts'], {})
-    const bareResult = await load(bare.url)
-    await bare.kill('SIGTERM')
-
-    const rows: string[] = []
-    let failed = false
-    let fullPath: FullResult | undefined
-    for (const variant of variants) {
-      const result = await runFull(variant, configPath)
-      fullPath ??= result
-      const { load: l } = result
-      rows.push(
-        `| ${variant.label} | ${l.requestsPerSecond.toFixed(0)} | ${l.p50} | ${l.p99} | ${l.non2xx} | ${l.errors} | ${result.donePerSecond.toFixed(0)}${result.drained ? '' : ' (backlog not drained)'} |`,
+    if (SECTIONS.has('intake')) {
+      const configPath = join(tmpdir(), `hl_bench_${run}.json`)
+      writeFileSync(
+        configPath,
+        JSON.stringify({
+          sources: [
+            {
+              id: 'bench',
+              verify: { scheme: 'standard-webhooks', secrets: [BENCH_SECRET] },
+              handler: { type: 'forward', url: destination.url },
+            },
+          ],
+          worker: { concurrency: 32 },
+        }),
       )
-      failed ||= l.non2xx > 0 || l.errors > 0
+      const variants: Variant[] = [
+        {
+          label: 'full path (verify, claim, commit, enqueue; worker forwarding in the same process)',
+          env: { DATABASE_URL: databaseUrl('redis'), REDIS_URL: testRedisUrl() },
+          ledgerUrl: async () => databaseUrl('redis'),
+        },
+        {
+          label: 'the same on the in-process queue (REDIS_URL unset)',
+          env: { DATABASE_URL: databaseUrl('inproc'), REDIS_URL: '' },
+          ledgerUrl: async () => databaseUrl('inproc'),
+        },
+        {
+          label: 'embedded mode: its own PostgreSQL and the in-process queue (both unset, as `npm start`)',
+          env: { DATABASE_URL: '', REDIS_URL: '', HOOKLEDGER_DATA_DIR: join(dataDir, 'data') },
+          ledgerUrl: () => runningEmbeddedUrl(join(dataDir, 'data')),
+        },
+      ]
+      for (const suffix of ['redis', 'inproc']) await prepareLedger(databaseUrl(suffix), PREFILL)
+      const bare = await startChild(['bench/bare-server.ts'], {})
+      const bareResult = await load(bare.url)
+      await bare.kill('SIGTERM')
+      const rows: { label: string; result: FullResult }[] = []
+      for (const variant of variants) {
+        const result = await runFull(variant, configPath, destination)
+        rows.push({ label: variant.label, result })
+        failed ||= result.load.non2xx > 0 || result.load.errors > 0 || result.lagSeconds === undefined
+      }
+      lines.push(
+        `### Intake: ${CONNECTIONS} connections, ${DURATION_S} s per run, ~1 KB signed bodies, unique ids`,
+        '',
+        ...intakeTable(bareResult, rows),
+        '',
+      )
     }
-
-    const cpu = cpus()[0]?.model ?? 'unknown CPU'
-    const lines = [
-      `hookledger bench — ${cpus().length} cores (${cpu}), Node ${process.version}, ${CONNECTIONS} connections, ${DURATION_S} s per run, ~1 KB signed bodies, unique ids`,
-      '',
-      '| path | requests/s | p50 ms | p99 ms | non-2xx | errors | events DONE/s |',
-      '|---|---:|---:|---:|---:|---:|---:|',
-      `| bare Hono route (reads the body) | ${bareResult.requestsPerSecond.toFixed(0)} | ${bareResult.p50} | ${bareResult.p99} | ${bareResult.non2xx} | ${bareResult.errors} | – |`,
-      ...rows,
-      '',
-      `ratio full/bare (requests/s): ${((fullPath?.load.requestsPerSecond ?? 0) / bareResult.requestsPerSecond).toFixed(2)}`,
-    ]
+    if (SECTIONS.has('drain')) {
+      await prepareLedger(databaseUrl('drain'), PREFILL)
+      const results = await runDrain({
+        run,
+        events: DRAIN_EVENTS,
+        databaseUrl: databaseUrl('drain'),
+        databaseName: databaseName('drain'),
+        admin,
+        destination,
+      })
+      failed ||= results.hookledger.repeats > 0
+      lines.push(
+        `### Drain: a backlog of ${DRAIN_EVENTS} forward events, one worker process, concurrency 32`,
+        '',
+        ...drainTable(results),
+        '',
+      )
+    }
     process.stdout.write(`${lines.join('\n')}\n`)
     if (failed) process.exitCode = 1
   } finally {
-    for (const suffix of ['redis', 'inproc']) {
-      await admin.unsafe(`drop database if exists "hl_bench_${run}_${suffix}" with (force)`)
+    for (const suffix of ['redis', 'inproc', 'drain']) {
+      await admin.unsafe(`drop database if exists "${databaseName(suffix)}" with (force)`)
     }
     await admin.end()
+    await destination.close()
     rmSync(dataDir, { recursive: true, force: true })
   }
 }

@@ -1,0 +1,267 @@
+// The drain section of `npm run bench`: a backlog of forward events, drained by one hookledger worker
+// process, and the same backlog drained by the hand-written at-least-once worker in
+// bench/baseline-worker.ts, to the same local destination, in the same run.
+import { readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import autocannon from 'autocannon'
+import { Queue } from 'bullmq'
+import { Redis } from 'ioredis'
+import postgres from 'postgres'
+import { type Child, startChild } from '../test/support/child.js'
+import { testRedisUrl } from '../test/support/env.js'
+import type { Destination } from './destination.js'
+import { BENCH_SECRET, benchBody, signedRequest } from './signing.js'
+import { startStatementCounter } from './statement-counter.js'
+
+export interface DrainResult {
+  label: string
+  events: number
+  /** Events per second from the first delivery to the last. */
+  perSecond: number
+  /** From spawning the worker process to the last delivery. */
+  startToLastMs: number
+  cpuMsPerEvent: number
+  commitsPerEvent: number
+  /** Counted through a proxy in a separate, smaller run (the proxy costs CPU of its own). */
+  statementsPerEvent?: number | undefined
+  /** Deliveries beyond the first per event: an at-least-once worker may have some after a crash; here none is expected. */
+  repeats: number
+}
+
+/** User plus system CPU of a process so far, in ms (Linux: /proc/<pid>/stat, ticks of 10 ms). */
+function cpuMs(pid: number | undefined): number {
+  if (pid === undefined) return 0
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
+  return (Number(fields[11]) + Number(fields[12])) * 10
+}
+
+async function commits(sql: postgres.Sql, database: string): Promise<number> {
+  const [row] = await sql<{ commits: string }[]>`
+    select xact_commit::text as commits from pg_stat_database where datname = ${database}`
+  return Number(row?.commits ?? 0)
+}
+
+/** Starts a worker, waits for the backlog to arrive at the destination, and measures it. */
+async function timeDrain(
+  destination: Destination,
+  events: number,
+  start: () => Promise<Child>,
+): Promise<{
+  perSecond: number
+  startToLastMs: number
+  cpuMsPerEvent: number
+  repeats: number
+  child: Child
+}> {
+  destination.reset()
+  const spawnedAt = Date.now()
+  const child = await start()
+  const readyCpu = cpuMs(child.process.pid)
+  const deliveredAtReady = destination.delivered()
+  const { firstAt, lastAt } = await destination.waitFor(events, 300_000)
+  const cpu = cpuMs(child.process.pid) - readyCpu
+  const repeats = destination.repeats()
+  return {
+    perSecond: (events - 1) / Math.max((lastAt - firstAt) / 1000, 0.001),
+    startToLastMs: lastAt - spawnedAt,
+    cpuMsPerEvent: cpu / Math.max(events - deliveredAtReady, 1),
+    repeats,
+    child,
+  }
+}
+
+export interface DrainOptions {
+  run: string
+  events: number
+  /** A database of its own; the bench creates and drops it. */
+  databaseUrl: string
+  databaseName: string
+  admin: postgres.Sql
+  destination: Destination
+}
+
+/** hookledger: an api-only process takes the signed deliveries, then one worker process drains them. */
+async function hookledgerDrain(
+  options: DrainOptions,
+  destination: Destination,
+  events: number,
+  label: string,
+  countStatements: boolean,
+): Promise<DrainResult> {
+  const prefix = `hl-bench-${options.run}-${label}`
+  const configPath = join(tmpdir(), `hl_bench_${options.run}_${label}.json`)
+  writeFileSync(
+    configPath,
+    JSON.stringify({
+      sources: [
+        {
+          id: 'bench',
+          verify: { scheme: 'standard-webhooks', secrets: [BENCH_SECRET] },
+          handler: { type: 'forward', url: destination.url },
+        },
+      ],
+      worker: { concurrency: 32 },
+      queue: { prefix },
+    }),
+  )
+  const env = {
+    DATABASE_URL: options.databaseUrl,
+    REDIS_URL: testRedisUrl(),
+    HOOKLEDGER_CONFIG: configPath,
+    LOG_LEVEL: 'warn',
+  }
+  const ledger = postgres(options.databaseUrl, { max: 1, onnotice: () => {} })
+  const counter = countStatements ? await startStatementCounter({ host: '127.0.0.1', port: 5432 }) : undefined
+  try {
+    const api = await startChild(['src/cli/main.ts', 'serve', '--role', 'api'], env)
+    const before = await rowCount(ledger)
+    const intake = await autocannon({
+      url: `${api.url}/webhooks/bench`,
+      connections: 50,
+      amount: events,
+      requests: [{ setupRequest: (request) => ({ ...request, ...signedRequest() }) }],
+    })
+    await api.kill('SIGTERM')
+    const stored = (await rowCount(ledger)) - before
+    if (intake.non2xx > 0 || stored !== events) {
+      throw new Error(`the backlog is not complete: ${stored} new rows, ${intake.non2xx} non-2xx answers`)
+    }
+    const workerUrl = new URL(options.databaseUrl)
+    if (counter !== undefined) workerUrl.port = String(counter.port)
+    const statementsBefore = counter?.statements() ?? 0
+    const commitsBefore = await commits(options.admin, options.databaseName)
+    const timed = await timeDrain(destination, events, () =>
+      startChild(['src/cli/main.ts', 'serve', '--role', 'worker'], {
+        ...env,
+        DATABASE_URL: workerUrl.toString(),
+      }),
+    )
+    // Every row must be DONE, not merely delivered: the ledger's own work is part of the cost.
+    for (let i = 0; i < 600; i += 1) {
+      const [open] = await ledger<{ open: number }[]>`
+        select count(*)::int as open from inbound_events where status <> 'done'`
+      if (open?.open === 0) break
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    await timed.child.kill('SIGTERM')
+    // Backends report their counts when they exit; give the statistics a moment to land.
+    await new Promise((resolve) => setTimeout(resolve, 1200))
+    const commitsAfter = await commits(options.admin, options.databaseName)
+    return {
+      label: 'hookledger worker',
+      events,
+      perSecond: timed.perSecond,
+      startToLastMs: timed.startToLastMs,
+      cpuMsPerEvent: timed.cpuMsPerEvent,
+      commitsPerEvent: (commitsAfter - commitsBefore) / events,
+      statementsPerEvent:
+        counter === undefined ? undefined : (counter.statements() - statementsBefore) / events,
+      repeats: timed.repeats,
+    }
+  } finally {
+    await counter?.close()
+    await ledger.end()
+    await removeQueueKeys(prefix)
+  }
+}
+
+/** The baseline: its own table and queue, the same destination, concurrency 32. */
+async function baselineDrain(
+  options: DrainOptions,
+  destination: Destination,
+  events: number,
+  countStatements: boolean,
+): Promise<DrainResult> {
+  const prefix = `hl-bench-${options.run}-baseline`
+  const ledger = postgres(options.databaseUrl, { max: 1, onnotice: () => {} })
+  const queue = new Queue('baseline', { connection: { url: testRedisUrl() }, prefix })
+  const counter = countStatements ? await startStatementCounter({ host: '127.0.0.1', port: 5432 }) : undefined
+  try {
+    await ledger`
+      create table if not exists baseline_events (
+        id uuid primary key default gen_random_uuid(), event_id text not null, body bytea not null,
+        status text not null default 'pending', processed_at timestamptz)`
+    await ledger`truncate baseline_events`
+    const rows = await ledger<{ id: string }[]>`
+      insert into baseline_events (event_id, body)
+      select 'b_' || g, convert_to(${benchBody('b')} || g, 'UTF8') from generate_series(1, ${events}) g
+      returning id`
+    for (let i = 0; i < rows.length; i += 1000) {
+      await queue.addBulk(
+        rows
+          .slice(i, i + 1000)
+          .map((row) => ({ name: 'forward', data: { id: row.id }, opts: { jobId: `b-${row.id}` } })),
+      )
+    }
+    const workerUrl = new URL(options.databaseUrl)
+    if (counter !== undefined) workerUrl.port = String(counter.port)
+    const statementsBefore = counter?.statements() ?? 0
+    const commitsBefore = await commits(options.admin, options.databaseName)
+    const timed = await timeDrain(destination, events, () =>
+      startChild(['bench/baseline-worker.ts'], {
+        DATABASE_URL: workerUrl.toString(),
+        REDIS_URL: testRedisUrl(),
+        BASELINE_PREFIX: prefix,
+        BASELINE_QUEUE: 'baseline',
+        BASELINE_DESTINATION: destination.url,
+      }),
+    )
+    await timed.child.kill('SIGTERM')
+    await new Promise((resolve) => setTimeout(resolve, 1200))
+    const commitsAfter = await commits(options.admin, options.databaseName)
+    return {
+      label: 'hand-written at-least-once BullMQ worker (bench/baseline-worker.ts)',
+      events,
+      perSecond: timed.perSecond,
+      startToLastMs: timed.startToLastMs,
+      cpuMsPerEvent: timed.cpuMsPerEvent,
+      commitsPerEvent: (commitsAfter - commitsBefore) / events,
+      statementsPerEvent:
+        counter === undefined ? undefined : (counter.statements() - statementsBefore) / events,
+      repeats: timed.repeats,
+    }
+  } finally {
+    await counter?.close()
+    await queue.obliterate({ force: true }).catch(() => {})
+    await queue.close()
+    await ledger.end()
+  }
+}
+
+async function rowCount(ledger: postgres.Sql): Promise<number> {
+  const [row] = await ledger<{ count: number }[]>`select count(*)::int as count from inbound_events`
+  return row?.count ?? 0
+}
+
+async function removeQueueKeys(prefix: string): Promise<void> {
+  const redis = new Redis(testRedisUrl())
+  try {
+    let cursor = '0'
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000)
+      cursor = next
+      if (keys.length > 0) await redis.unlink(...keys)
+    } while (cursor !== '0')
+  } finally {
+    redis.disconnect()
+  }
+}
+
+/**
+ * Both drains, timed, then both again through the statement counter with a smaller backlog (the
+ * proxy's own CPU would distort the timed figures).
+ */
+export async function runDrain(
+  options: DrainOptions,
+): Promise<{ hookledger: DrainResult; baseline: DrainResult }> {
+  const { destination } = options
+  const baseline = await baselineDrain(options, destination, options.events, false)
+  const hookledger = await hookledgerDrain(options, destination, options.events, 'drain', false)
+  const counted = Math.min(options.events, 1000)
+  const baselineCounted = await baselineDrain(options, destination, counted, true)
+  const hookledgerCounted = await hookledgerDrain(options, destination, counted, 'counted', true)
+  baseline.statementsPerEvent = baselineCounted.statementsPerEvent
+  hookledger.statementsPerEvent = hookledgerCounted.statementsPerEvent
+  return { hookledger, baseline }
+}
