@@ -2,7 +2,8 @@ import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import * as schema from './schema.js'
 
-export type Database = PostgresJsDatabase<typeof schema>
+/** drizzle over postgres-js; `$client` is the pool itself, for the hot paths written in plain SQL. */
+export type Database = PostgresJsDatabase<typeof schema> & { $client: postgres.Sql }
 /** The transaction a handler receives; whatever it writes commits together with the DONE mark. */
 export type Transaction = Parameters<Parameters<Database['transaction']>[0]>[0]
 

@@ -6,6 +6,7 @@ import { operations } from '../db/outbound-schema.js'
 import { type Failpoints, noFailpoints } from '../failpoints.js'
 import type { Logger } from '../logger.js'
 import { escalate, findPendingApprovalId } from './approvals.js'
+import { createOperationBatches } from './batch.js'
 import { assertNever, decide } from './decision.js'
 import { payloadHash } from './hash.js'
 import { MAX_KEY_LENGTH } from './keys.js'
@@ -14,6 +15,7 @@ import { defaultOutboundSettings, type OutboundSettings } from './settings.js'
 import {
   type Claim,
   claimOperation,
+  findOperation,
   type Held,
   LeaseLostError,
   latestAttempt,
@@ -90,6 +92,13 @@ const MAX_STEPS = 64
 
 class AttemptTimeoutError extends Error {}
 
+type StartedAttempt = { attempt: number; attemptKey: string }
+
+/** A compensable tool's undo reference for an attempt key: committed with the attempt, before the call. */
+function undoRefFor(tool: Pick<Tool<never, unknown>, 'effect' | 'name'>) {
+  return tool.effect === 'compensable' ? (key: string) => ({ tool: tool.name, key }) : undefined
+}
+
 /** The in-process guard: `invoke` enforces the decision table for a tool's effect class. */
 export function createOutboundLedger(options: OutboundLedgerOptions): OutboundLedger {
   const { db, logger } = options
@@ -97,6 +106,7 @@ export function createOutboundLedger(options: OutboundLedgerOptions): OutboundLe
   const scheduler = options.scheduler ?? noReconcileScheduler
   const failpoints = options.failpoints ?? noFailpoints
   const registry = new Map<string, Tool<never, unknown>>()
+  const batches = createOperationBatches(db.$client)
 
   const register = (tool: Tool<never, unknown>) => {
     const known = registry.get(tool.name)
@@ -223,17 +233,112 @@ export function createOutboundLedger(options: OutboundLedgerOptions): OutboundLe
     }
   }
 
+  /**
+   * Records what one attempt did. Success takes the batched transition (one statement for every
+   * concurrent invoke); `undefined` means the outcome is unknown and the table decides what follows.
+   */
+  const settleAttempt = async <R>(
+    held: Held,
+    started: { attempt: number },
+    result: ExecuteResult<R>,
+  ): Promise<InvokeOutcome<R> | undefined> => {
+    switch (result.kind) {
+      case 'success': {
+        const downstreamId = result.downstreamId ?? null
+        const completed = await batches.complete.run({
+          operationId: held.op.id,
+          leaseToken: held.leaseToken,
+          attempt: started.attempt,
+          resultJson: JSON.stringify(result.result ?? null),
+          downstreamId,
+          actor: held.actor,
+        })
+        if (!completed) throw new LeaseLostError(held.op.operationKey)
+        return {
+          kind: 'completed',
+          operationId: held.op.id,
+          result: result.result,
+          downstreamId,
+          replayed: false,
+        }
+      }
+      case 'rejection': {
+        const op = await transition(db, held, {
+          set: { status: 'failed', lastError: result.error, leaseToken: null, leaseUntil: null },
+          event: 'rejected',
+          details: { attempt: started.attempt },
+          attempt: {
+            attempt: started.attempt,
+            status: 'rejected',
+            error: result.error,
+            details: result.details ?? null,
+          },
+        })
+        return {
+          kind: 'failed',
+          operationId: op.id,
+          reason: 'rejected',
+          error: result.error,
+          details: result.details ?? null,
+        }
+      }
+      case 'unknown':
+        await transition(db, held, {
+          set: { lastError: result.error },
+          event: 'outcome_unknown',
+          details: { attempt: started.attempt, error: result.error },
+          attempt: {
+            attempt: started.attempt,
+            status: 'unknown',
+            error: result.error,
+            details: result.details ?? null,
+          },
+        })
+        logger.warn(
+          { operationKey: held.op.operationKey, attempt: started.attempt, error: result.error },
+          'tool outcome unknown',
+        )
+        return undefined
+      default:
+        return assertNever(result)
+    }
+  }
+
+  const execute = async <A, R>(tool: Tool<A, R>, args: A, operationKey: string, started: StartedAttempt) => {
+    failpoints.hit('outbound.before_execute')
+    const result = await callExecute(tool, args, {
+      key: started.attemptKey,
+      operationKey,
+      attempt: started.attempt,
+      allowHosts: settings.allowHosts,
+    })
+    // Crash test: the effect has landed downstream, nothing of it is recorded yet.
+    failpoints.hit('outbound.after_execute')
+    return result
+  }
+
   const run = async <A, R>(
     tool: Tool<A, R>,
     args: A,
     held: Held,
     approvedAtClaim: boolean,
+    /** An attempt already executed (the batched first call) whose outcome was not a success. */
+    executed?: { started: StartedAttempt; result: ExecuteResult<R> },
   ): Promise<InvokeOutcome<R>> => {
     const policy = policyOf(tool as Tool<never, unknown>)
     const leaseMs = leaseMsOf(tool as Tool<never, unknown>)
     let approved = approvedAtClaim
     let executedHere = 0
+    let pending = executed
     for (let step = 0; step < MAX_STEPS; step += 1) {
+      if (pending !== undefined) {
+        const { started, result } = pending
+        pending = undefined
+        executedHere += 1
+        const outcome = await settleAttempt(held, started, result)
+        if (outcome !== undefined) return outcome
+        continue
+      }
       const last = await latestAttempt(db, held.op.id)
       const next = decide({
         effect: tool.effect,
@@ -253,83 +358,11 @@ export function createOutboundLedger(options: OutboundLedgerOptions): OutboundLe
             closeLast: next.closeLast,
             // Committed with the in-flight attempt, before the call: the undo of a lost response is
             // known before there is anything to undo.
-            undoRefFor: tool.effect === 'compensable' ? (key) => ({ tool: tool.name, key }) : undefined,
+            undoRefFor: undoRefFor(tool),
           })
           approved = false
-          executedHere += 1
-          failpoints.hit('outbound.before_execute')
-          const result = await callExecute(tool, args, {
-            key: started.attemptKey,
-            operationKey: held.op.operationKey,
-            attempt: started.attempt,
-            allowHosts: settings.allowHosts,
-          })
-          // Crash test: the effect has landed downstream, nothing of it is recorded yet.
-          failpoints.hit('outbound.after_execute')
-          switch (result.kind) {
-            case 'success': {
-              const op = await transition(db, held, {
-                set: {
-                  status: 'completed',
-                  resultJson: result.result ?? null,
-                  downstreamId: result.downstreamId ?? null,
-                  lastError: null,
-                  leaseToken: null,
-                  leaseUntil: null,
-                  completedAt: sql`now()`,
-                },
-                event: 'succeeded',
-                details: { attempt: started.attempt, downstreamId: result.downstreamId },
-                attempt: { attempt: started.attempt, status: 'succeeded' },
-              })
-              return {
-                kind: 'completed',
-                operationId: op.id,
-                result: result.result,
-                downstreamId: op.downstreamId,
-                replayed: false,
-              }
-            }
-            case 'rejection': {
-              const op = await transition(db, held, {
-                set: { status: 'failed', lastError: result.error, leaseToken: null, leaseUntil: null },
-                event: 'rejected',
-                details: { attempt: started.attempt },
-                attempt: {
-                  attempt: started.attempt,
-                  status: 'rejected',
-                  error: result.error,
-                  details: result.details ?? null,
-                },
-              })
-              return {
-                kind: 'failed',
-                operationId: op.id,
-                reason: 'rejected',
-                error: result.error,
-                details: result.details ?? null,
-              }
-            }
-            case 'unknown':
-              await transition(db, held, {
-                set: { lastError: result.error },
-                event: 'outcome_unknown',
-                details: { attempt: started.attempt, error: result.error },
-                attempt: {
-                  attempt: started.attempt,
-                  status: 'unknown',
-                  error: result.error,
-                  details: result.details ?? null,
-                },
-              })
-              logger.warn(
-                { operationKey: held.op.operationKey, attempt: started.attempt, error: result.error },
-                'tool outcome unknown',
-              )
-              continue
-            default:
-              return assertNever(result)
-          }
+          pending = { started, result: await execute(tool, args, held.op.operationKey, started) }
+          continue
         }
         case 'undo': {
           if (last === undefined || tool.undo === undefined)
@@ -405,27 +438,64 @@ export function createOutboundLedger(options: OutboundLedgerOptions): OutboundLe
         throw new TypeError(`operation keys are 1-${MAX_KEY_LENGTH} characters`)
       }
       register(tool as unknown as Tool<never, unknown>)
-      const claim = await claimOperation(db, {
-        key: request.key,
-        tool: tool.name,
-        effect: tool.effect,
-        payloadHash: payloadHash(request.args),
-        args: request.args,
-        leaseMs: leaseMsOf(tool as unknown as Tool<never, unknown>),
-        actor: 'runtime',
-        runId: request.runId,
-        traceId: request.traceId,
-        toolCallId: request.toolCallId,
-      })
-      if (claim.kind !== 'claimed') return settled<R>(claim)
-      const held: Held = { op: claim.op, leaseToken: claim.leaseToken, actor: 'runtime' }
+      const hash = payloadHash(request.args)
+      const leaseMs = leaseMsOf(tool as unknown as Tool<never, unknown>)
+      const leaseToken = randomUUID()
+      let operationId = ''
       try {
+        // The common case, batched with concurrent invokes: a key never seen, claimed with its first
+        // attempt in flight in one statement. A key seen before takes the one-by-one claim below.
+        const fresh = await batches.claimFresh.run({
+          key: request.key,
+          tool: tool.name,
+          effect: tool.effect,
+          payloadHash: hash,
+          argsJson: JSON.stringify(request.args),
+          leaseToken,
+          leaseMs,
+          actor: 'runtime',
+          undoRefJson: tool.effect === 'compensable' ? JSON.stringify(undoRefFor(tool)?.(request.key)) : null,
+          runId: request.runId ?? null,
+          traceId: request.traceId ?? null,
+          toolCallId: request.toolCallId ?? null,
+        })
+        if (fresh !== undefined) {
+          operationId = fresh.id
+          const started = { attempt: 1, attemptKey: fresh.operationKey }
+          const result = await execute(tool, request.args, fresh.operationKey, started)
+          const freshHeld: Held = {
+            op: { id: fresh.id, operationKey: fresh.operationKey } as OperationRow,
+            leaseToken,
+            actor: 'runtime',
+          }
+          if (result.kind === 'success')
+            return (await settleAttempt(freshHeld, started, result)) as InvokeOutcome<R>
+          // Anything but a success is settled one by one, with the whole row in hand.
+          const op = await findOperation(db, request.key)
+          if (op === undefined) throw new LeaseLostError(request.key)
+          return await run(tool, request.args, { ...freshHeld, op }, false, { started, result })
+        }
+        const claim = await claimOperation(db, {
+          key: request.key,
+          tool: tool.name,
+          effect: tool.effect,
+          payloadHash: hash,
+          args: request.args,
+          leaseMs,
+          actor: 'runtime',
+          runId: request.runId,
+          traceId: request.traceId,
+          toolCallId: request.toolCallId,
+        })
+        if (claim.kind !== 'claimed') return settled<R>(claim)
+        operationId = claim.op.id
+        const held: Held = { op: claim.op, leaseToken: claim.leaseToken, actor: 'runtime' }
         return await run(tool, request.args, held, claim.approved)
       } catch (error) {
         if (error instanceof LeaseLostError) {
           // Our lease ran out and another caller took the operation over: it decides now.
           logger.warn({ operationKey: request.key }, error.message)
-          return { kind: 'retry_later', operationId: claim.op.id, retryAfterMs: 1000 }
+          return { kind: 'retry_later', operationId, retryAfterMs: 1000 }
         }
         throw error
       }
