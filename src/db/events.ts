@@ -31,58 +31,92 @@ export type LeaseResult =
   | { kind: 'held'; until: Date }
   | { kind: 'missing' }
 
+export interface LeaseRequest {
+  id: string
+  /** This attempt's own token: it guards every later write of the attempt. */
+  token: string
+}
+
 /**
- * Takes the row for one attempt: counts the attempt and sets a lease, committed before the handler
- * runs, so a crash inside the handler is still counted and the next worker can take over once the
- * lease expires.
+ * Takes rows for one attempt each: counts the attempt and sets a lease, committed before any handler
+ * runs, so a crash inside a handler is still counted and the next worker can take over once the
+ * lease expires. One statement for all of a turn's jobs. A row another worker is leasing right now
+ * is skipped, not waited for, and a row asked for twice in one batch is leased once.
  */
-export async function leaseEvent(
+export async function leaseEvents(
   client: postgres.Sql,
-  id: string,
-  token: string,
+  requests: readonly LeaseRequest[],
   leaseMs: number,
-): Promise<LeaseResult> {
-  const [row] = await client<
+): Promise<LeaseResult[]> {
+  const rows = await client<
     Array<{
       id: string
+      lease_token: string | null
+      leased: boolean
       source: string
       event_id: string
       event_type: string | null
-      body: Buffer
-      headers: Record<string, string>
+      body: Buffer | null
+      headers: Record<string, string> | null
       attempts: number
       received_at: string | Date
+      status: EventStatus
+      lease_until: string | Date | null
     }>
   >`
-    update inbound_events
-    set status = 'processing', attempts = attempts + 1, lease_token = ${token},
-        lease_until = now() + ${leaseMs} * interval '1 millisecond',
-        enqueued_at = coalesce(enqueued_at, now()), updated_at = now()
-    where id = ${id}
-      and (status = 'pending' or (status = 'processing' and lease_until < now()))
-    returning id, source, event_id, event_type, body, headers, attempts, received_at`
-  if (row !== undefined) {
-    return {
-      kind: 'leased',
-      row: {
-        id: row.id,
-        source: row.source,
-        eventId: row.event_id,
-        eventType: row.event_type,
-        body: row.body,
-        headers: row.headers,
-        attempts: row.attempts,
-        receivedAt: new Date(row.received_at),
-      },
+    with input as (
+      select distinct on (id) id, token
+      from unnest(${requests.map((r) => r.id)}::uuid[], ${requests.map((r) => r.token)}::uuid[])
+        with ordinality as i(id, token, position)
+      order by id, position),
+    picked as (
+      select e.id, input.token from inbound_events e join input on input.id = e.id
+      where e.status = 'pending' or (e.status = 'processing' and e.lease_until < now())
+      for update of e skip locked),
+    leased as (
+      update inbound_events e
+      set status = 'processing', attempts = e.attempts + 1, lease_token = picked.token,
+          lease_until = now() + ${leaseMs} * interval '1 millisecond',
+          enqueued_at = coalesce(e.enqueued_at, now()), updated_at = now()
+      from picked where e.id = picked.id
+      returning e.id, e.lease_token, e.source, e.event_id, e.event_type, e.body, e.headers, e.attempts,
+                e.received_at, e.status, e.lease_until)
+    select id, lease_token, true as leased, source, event_id, event_type, body, headers, attempts,
+           received_at, status, lease_until
+    from leased
+    union all
+    select e.id, e.lease_token, false, e.source, e.event_id, null, null, null, e.attempts, e.received_at,
+           e.status, e.lease_until
+    from inbound_events e
+    where e.id = any(${requests.map((r) => r.id)}::uuid[]) and e.id not in (select id from leased)`
+  const leasedByToken = new Map(rows.filter((row) => row.leased).map((row) => [row.lease_token, row]))
+  const byId = new Map(rows.map((row) => [row.id, row]))
+  return requests.map((request): LeaseResult => {
+    const mine = leasedByToken.get(request.token)
+    if (mine !== undefined && mine.body !== null) {
+      return {
+        kind: 'leased',
+        row: {
+          id: mine.id,
+          source: mine.source,
+          eventId: mine.event_id,
+          eventType: mine.event_type,
+          body: mine.body,
+          headers: mine.headers ?? {},
+          attempts: mine.attempts,
+          receivedAt: new Date(mine.received_at),
+        },
+      }
     }
-  }
-  const [current] = await client<Array<{ status: EventStatus; lease_until: string | Date | null }>>`
-    select status, lease_until from inbound_events where id = ${id}`
-  if (current === undefined) return { kind: 'missing' }
-  if (current.status === 'processing' && current.lease_until !== null) {
-    return { kind: 'held', until: new Date(current.lease_until) }
-  }
-  return { kind: 'finished', status: current.status }
+    const current = byId.get(request.id)
+    if (current === undefined) return { kind: 'missing' }
+    if (current.status === 'processing' || current.status === 'pending') {
+      // Held by another worker (or locked by one that is taking it right now): look again later.
+      const until = current.lease_until === null ? 0 : new Date(current.lease_until).getTime()
+      return { kind: 'held', until: new Date(Math.max(until, Date.now() + 1000)) }
+    }
+    return { kind: 'finished', status: current.status }
+  })
 }
 
 /**
@@ -103,6 +137,59 @@ export interface AttemptRecord {
   responseExcerpt?: string | undefined
 }
 
+export interface DoneRecord extends AttemptRecord {
+  id: string
+  token: string
+  finishedAt: Date
+}
+
+/**
+ * Marks rows DONE whose handlers write nothing of their own in this database (a forward: its effect
+ * is recorded by the outbound ledger), one statement for a turn's worth of events. Guarded by each
+ * attempt's lease token: answers false for a row whose lease another worker took over.
+ */
+export async function markDoneMany(client: postgres.Sql, records: readonly DoneRecord[]): Promise<boolean[]> {
+  const rows = await client<Array<{ id: string }>>`
+    with input as (
+      -- Every array travels as text[] (postgres-js serialises those reliably) and is cast here.
+      select id::uuid, token::uuid, attempt::int, started_at::timestamptz, finished_at::timestamptz,
+             response_status::int, response_excerpt
+      from unnest(
+        ${records.map((r) => r.id)}::text[], ${records.map((r) => r.token)}::text[],
+        ${records.map((r) => String(r.attempt))}::text[], ${records.map((r) => r.startedAt.toISOString())}::text[],
+        ${records.map((r) => r.finishedAt.toISOString())}::text[],
+        ${records.map((r) => (r.responseStatus === undefined ? null : String(r.responseStatus)))}::text[],
+        ${records.map((r) => r.responseExcerpt ?? null)}::text[]
+      ) as i(id, token, attempt, started_at, finished_at, response_status, response_excerpt)),
+    done as (
+      update inbound_events e
+      set status = 'done', processed_at = i.finished_at, last_error = null, lease_token = null,
+          lease_until = null, next_attempt_at = null, updated_at = now()
+      from input i
+      where e.id = i.id and e.lease_token = i.token
+      returning e.id, e.replays),
+    attempt as (
+      insert into event_attempts
+        (event_row_id, attempt, replay, outcome, response_status, response_excerpt, started_at, finished_at)
+      select d.id, i.attempt, d.replays, 'done', i.response_status, i.response_excerpt, i.started_at, i.finished_at
+      from done d join input i on i.id = d.id)
+    select id from done`
+  const done = new Set(rows.map((row) => row.id))
+  return records.map((record) => done.has(record.id))
+}
+
+/**
+ * Gives a leased row back without counting the attempt: the handler could not start yet (the forward
+ * is still leased by a worker that died), so it runs again at `retryAt` with its attempts intact.
+ */
+export async function releaseLease(client: postgres.Sql, id: string, token: string, retryAt: Date) {
+  await client`
+    update inbound_events
+    set status = 'pending', attempts = greatest(attempts - 1, 0), lease_token = null, lease_until = null,
+        next_attempt_at = ${retryAt.toISOString()}::timestamptz, updated_at = now()
+    where id = ${id} and lease_token = ${token}`
+}
+
 /** Marks the row DONE in the handler's own transaction, so its writes and the mark commit together. */
 export async function markDone(tx: Transaction, id: string, record: AttemptRecord): Promise<void> {
   await tx.execute(sql`
@@ -113,9 +200,9 @@ export async function markDone(tx: Transaction, id: string, record: AttemptRecor
       where id = ${id}
       returning id, replays)
     insert into event_attempts
-      (event_row_id, attempt, replay, outcome, response_status, response_excerpt, started_at)
+      (event_row_id, attempt, replay, outcome, response_status, response_excerpt, started_at, finished_at)
     select id, ${record.attempt}, replays, 'done', ${record.responseStatus ?? null}, ${record.responseExcerpt ?? null},
-           ${record.startedAt.toISOString()}::timestamptz
+           ${record.startedAt.toISOString()}::timestamptz, clock_timestamp()
     from done`)
 }
 
@@ -139,9 +226,9 @@ export async function markAttemptFailed(
       returning id, status, replays),
     attempt as (
       insert into event_attempts
-        (event_row_id, attempt, replay, outcome, error, response_status, response_excerpt, started_at)
+        (event_row_id, attempt, replay, outcome, error, response_status, response_excerpt, started_at, finished_at)
       select id, ${record.attempt}, replays, 'error', ${record.error}, ${record.responseStatus ?? null},
-             ${record.responseExcerpt ?? null}, ${record.startedAt.toISOString()}::timestamptz
+             ${record.responseExcerpt ?? null}, ${record.startedAt.toISOString()}::timestamptz, clock_timestamp()
       from failed)
     select status from failed`
   return row?.status

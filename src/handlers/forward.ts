@@ -2,7 +2,13 @@ import type { HandlerConfig } from '../config/config.js'
 import { classifyStatus, sendHttp } from '../outbound/http-send.js'
 import type { InvokeOutcome } from '../outbound/outcomes.js'
 import { defineTool, type Tool } from '../outbound/tools.js'
-import { type EventHandler, HandlerError, type HandlerResult } from './types.js'
+import {
+  type DirectContext,
+  type EventHandler,
+  HandlerError,
+  type HandlerResult,
+  RetryLaterError,
+} from './types.js'
 
 const EXCERPT_CHARS = 512
 
@@ -60,7 +66,7 @@ export function forwardTool(config: ForwardConfig): Tool<ForwardArgs, ForwardRes
       }
       const result = {
         status: sent.answer.status,
-        excerpt: sent.answer.body.toString('utf8').slice(0, EXCERPT_CHARS),
+        excerpt: storableExcerpt(sent.answer.body),
       }
       const kind = classifyStatus(result.status)
       if (kind === 'success') return { kind, result }
@@ -70,12 +76,31 @@ export function forwardTool(config: ForwardConfig): Tool<ForwardArgs, ForwardRes
 }
 
 /**
+ * The start of a destination's answer as text Postgres can store: a NUL, or half of a surrogate pair
+ * cut at the limit, would make the statement that records it fail (jsonb refuses both).
+ */
+function storableExcerpt(body: Buffer): string {
+  return (
+    body
+      .toString('utf8')
+      .slice(0, EXCERPT_CHARS)
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: the NUL is exactly what must not reach Postgres
+      .replace(/\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, '\ufffd')
+  )
+}
+
+/**
  * Forwards the original bytes and signature headers to the configured URL, so the destination can
  * verify the provider's signature itself, as one idempotent tool call through the outbound ledger
  * (key `<source>:<event id>:forward`): a forward that completed is never sent again, also when the
  * worker crashed after the destination's 2xx and before DONE committed.
  */
 export function forwardHandler(config: ForwardConfig): EventHandler {
+  return forwardDelivery(config)
+}
+
+/** The forward as the worker runs it for a configured source: with no transaction of its own. */
+export function forwardDelivery(config: ForwardConfig): (context: DirectContext) => Promise<HandlerResult> {
   const tool = forwardTool(config)
   return async ({ source, eventId, raw, headers, invoke }) => {
     const outcome = await invoke(tool, 'forward', {
@@ -86,6 +111,10 @@ export function forwardHandler(config: ForwardConfig): EventHandler {
     })
     if (outcome.kind === 'completed') {
       return { responseStatus: outcome.result.status, responseExcerpt: outcome.result.excerpt }
+    }
+    if (outcome.kind === 'retry_later') {
+      // Not this event's failure: another worker's lease on the forward has to run out first.
+      throw new RetryLaterError(describeOutcome(outcome), outcome.retryAfterMs)
     }
     throw new HandlerError(describeOutcome(outcome), detailsOf(outcome))
   }

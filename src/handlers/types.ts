@@ -41,6 +41,33 @@ export interface HandlerResult {
 // biome-ignore lint/suspicious/noConfusingVoidType: lets `async () => {}` be a handler that reports nothing
 export type EventHandler = (context: HandlerContext) => Promise<HandlerResult | undefined | void>
 
+/** What a handler that writes nothing of its own in the ledger's database is given: all but `tx`. */
+export type DirectContext = Omit<HandlerContext, 'tx'>
+
+/**
+ * How the worker runs a source's handler. A code handler gets `tx` and runs inside the transaction
+ * that writes DONE. A direct handler (the configured forward) records its effect through the outbound
+ * ledger and writes nothing else, so no transaction is held while it waits on the network, and its
+ * DONE mark is written in one statement with those of other events finishing at the same time.
+ */
+export type SourceHandler =
+  | { kind: 'transactional'; run: EventHandler }
+  | { kind: 'direct'; run: (context: DirectContext) => Promise<HandlerResult> }
+
+/**
+ * The handler could not start its work yet (the forward is leased by a worker that died mid-call):
+ * the event runs again after `retryAfterMs`, and this try does not use up one of its attempts.
+ */
+export class RetryLaterError extends Error {
+  constructor(
+    message: string,
+    readonly retryAfterMs: number,
+  ) {
+    super(message)
+    this.name = 'RetryLaterError'
+  }
+}
+
 /** A failed attempt that carries what the destination answered. */
 export class HandlerError extends Error {
   constructor(

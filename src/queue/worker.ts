@@ -1,15 +1,28 @@
 import { randomUUID } from 'node:crypto'
 import type postgres from 'postgres'
 import type { ConfigFile } from '../config/config.js'
+import { type Batcher, createBatcher } from '../db/batcher.js'
 import type { Database } from '../db/client.js'
-import { leaseEvent, lockLeasedEvent, markAttemptFailed, markDone } from '../db/events.js'
+import {
+  type DoneRecord,
+  type LeasedEvent,
+  type LeaseRequest,
+  type LeaseResult,
+  leaseEvents,
+  lockLeasedEvent,
+  markAttemptFailed,
+  markDone,
+  markDoneMany,
+  releaseLease,
+} from '../db/events.js'
 import { DeadlineError, withDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
-import { type EventHandler, HandlerError, type HandlerResult } from '../handlers/types.js'
+import { HandlerError, type HandlerResult, RetryLaterError, type SourceHandler } from '../handlers/types.js'
 import type { Logger } from '../logger.js'
 import type { Metrics } from '../metrics.js'
 import { stepKey } from '../outbound/keys.js'
 import type { OutboundLedger } from '../outbound/ledger.js'
+import type { Tool } from '../outbound/tools.js'
 import {
   done,
   type JobProcessor,
@@ -24,7 +37,7 @@ export interface WorkerDependencies {
   backend: QueueBackend
   db: Database
   sql: postgres.Sql
-  handlers: ReadonlyMap<string, EventHandler>
+  handlers: ReadonlyMap<string, SourceHandler>
   settings: ConfigFile['worker']
   logger: Logger
   metrics: Metrics
@@ -35,6 +48,12 @@ export interface WorkerDependencies {
 
 class LeaseLostError extends Error {}
 
+/** The statements every job makes, each shared by the jobs of one event-loop turn. */
+interface Batches {
+  lease: Batcher<LeaseRequest, LeaseResult>
+  done: Batcher<DoneRecord, boolean>
+}
+
 /**
  * PENDING → PROCESSING → DONE, or back to PENDING with a backoff, or FAILED once the attempts are
  * used up. The row decides, not the job: a redelivered or stalled job finds the row done, or leased
@@ -42,33 +61,47 @@ class LeaseLostError extends Error {}
  */
 export function startWorker(deps: WorkerDependencies): JobProcessor {
   const { settings } = deps
+  const batches: Batches = {
+    lease: createBatcher((requests) => leaseEvents(deps.sql, requests, settings.leaseMs)),
+    done: createBatcher((records) => markDoneMany(deps.sql, records)),
+  }
   // ioredis reports every reconnect attempt during an outage; one line per half minute is enough.
   let lastErrorLog = 0
-  return deps.backend.process<ProcessEventData>(INBOUND_QUEUE, async (job) => processEvent(deps, job), {
-    concurrency: settings.concurrency,
-    stalled: {
-      intervalMs: settings.stalledIntervalMs,
-      lockMs: Math.max(settings.stalledIntervalMs, 5000),
-      maxCount: 3,
+  return deps.backend.process<ProcessEventData>(
+    INBOUND_QUEUE,
+    async (job) => processEvent(deps, batches, job),
+    {
+      concurrency: settings.concurrency,
+      stalled: {
+        intervalMs: settings.stalledIntervalMs,
+        lockMs: Math.max(settings.stalledIntervalMs, 5000),
+        maxCount: 3,
+      },
+      onError: (error) => {
+        if (Date.now() - lastErrorLog < 30_000) return
+        lastErrorLog = Date.now()
+        deps.logger.warn({ err: error }, 'worker cannot reach Redis; retrying')
+      },
+      onFailed: (jobId, error) =>
+        deps.logger.warn(
+          { err: describeError(error), jobId },
+          'job failed; the relay re-enqueues its row if needed',
+        ),
     },
-    onError: (error) => {
-      if (Date.now() - lastErrorLog < 30_000) return
-      lastErrorLog = Date.now()
-      deps.logger.warn({ err: error }, 'worker cannot reach Redis; retrying')
-    },
-    onFailed: (jobId, error) =>
-      deps.logger.warn({ err: error, jobId }, 'job failed; the relay re-enqueues its row if needed'),
-  })
+  )
 }
 
-async function processEvent(deps: WorkerDependencies, job: QueuedJob<ProcessEventData>): Promise<JobResult> {
+async function processEvent(
+  deps: WorkerDependencies,
+  batches: Batches,
+  job: QueuedJob<ProcessEventData>,
+): Promise<JobResult> {
   const { eventRowId } = processEventData.parse(job.data)
   const leaseToken = randomUUID()
-  const lease = await leaseEvent(deps.sql, eventRowId, leaseToken, deps.settings.leaseMs)
-  const log = deps.logger.child({ eventRowId, jobId: job.id })
+  const lease = await batches.lease.run({ id: eventRowId, token: leaseToken })
   switch (lease.kind) {
     case 'missing':
-      log.warn('job for a row that no longer exists')
+      deps.logger.warn({ eventRowId, jobId: job.id }, 'job for a row that no longer exists')
       return done
     case 'finished':
       return done
@@ -80,38 +113,35 @@ async function processEvent(deps: WorkerDependencies, job: QueuedJob<ProcessEven
   }
 
   const row = lease.row
+  const log = deps.logger.child({ eventRowId, jobId: job.id })
   const startedAt = new Date()
   const handler = deps.handlers.get(row.source)
   try {
     if (handler === undefined) throw new HandlerError(`no handler is configured for source '${row.source}'`)
-    await deps.db.transaction(async (tx) => {
-      if (!(await lockLeasedEvent(tx, row.id, leaseToken))) throw new LeaseLostError()
+    if (handler.kind === 'direct') {
       const result = await withTimeout(deps.settings.handlerTimeoutMs, (signal) =>
-        handler({
-          source: row.source,
-          eventId: row.eventId,
-          eventType: row.eventType,
-          event: parseStoredBody(row.body),
-          raw: row.body,
-          headers: row.headers,
-          attempt: row.attempts,
-          tx,
-          signal,
-          logger: log,
-          invoke: (tool, step, args) => {
-            if (deps.outbound === undefined) throw new Error('this worker has no outbound ledger')
-            // The key is the event's identity plus the step: never a model's or a run's id.
-            return deps.outbound.invoke(tool, {
-              key: stepKey([row.source, row.eventId], step),
-              args,
-              runId: `${row.id}/${row.attempts}`,
-            })
-          },
-        }),
+        handler.run(handlerContext(deps, row, signal, log)),
       )
       deps.failpoints.hit('worker.before_done')
-      await markDone(tx, row.id, { attempt: row.attempts, startedAt, ...(result ?? {}) })
-    })
+      const marked = await batches.done.run({
+        id: row.id,
+        token: leaseToken,
+        attempt: row.attempts,
+        startedAt,
+        finishedAt: new Date(),
+        ...(result ?? {}),
+      })
+      if (!marked) throw new LeaseLostError()
+    } else {
+      await deps.db.transaction(async (tx) => {
+        if (!(await lockLeasedEvent(tx, row.id, leaseToken))) throw new LeaseLostError()
+        const result = await withTimeout(deps.settings.handlerTimeoutMs, (signal) =>
+          handler.run({ ...handlerContext(deps, row, signal, log), tx }),
+        )
+        deps.failpoints.hit('worker.before_done')
+        await markDone(tx, row.id, { attempt: row.attempts, startedAt, ...(result ?? {}) })
+      })
+    }
     deps.failpoints.hit('worker.after_done')
     deps.metrics.attempts.inc({ source: row.source, result: 'done' })
     deps.metrics.processingSeconds.observe(
@@ -123,35 +153,94 @@ async function processEvent(deps: WorkerDependencies, job: QueuedJob<ProcessEven
       log.warn('lease taken over by another worker; leaving the row to it')
       return done
     }
-    const final = row.attempts >= deps.settings.maxAttempts
-    const delayMs = Math.min(
-      deps.settings.backoffBaseMs * 2 ** (row.attempts - 1),
-      deps.settings.backoffMaxMs,
-    )
-    const details: HandlerResult = error instanceof HandlerError ? error.details : {}
-    const message = error instanceof Error ? error.message : String(error)
-    const status = await markAttemptFailed(deps.sql, row.id, leaseToken, {
-      attempt: row.attempts,
-      startedAt,
-      error: message.slice(0, 2000),
-      final,
-      retryAt: new Date(Date.now() + delayMs),
-      ...details,
-    })
-    log.warn(
-      { attempt: row.attempts, final, err: error instanceof HandlerError ? undefined : error },
-      message,
-    )
-    deps.metrics.attempts.inc({ source: row.source, result: 'error' })
-    if (status === 'failed') {
-      deps.metrics.processingSeconds.observe(
-        { source: row.source, status: 'failed' },
-        (Date.now() - row.receivedAt.getTime()) / 1000,
-      )
+    if (error instanceof RetryLaterError) {
+      // Waiting for another worker's lease is not this event's failure: no attempt is used up.
+      const retryAt = Date.now() + Math.max(error.retryAfterMs, 250)
+      await releaseLease(deps.sql, row.id, leaseToken, new Date(retryAt))
+      log.info({ retryAfterMs: error.retryAfterMs }, error.message)
+      return runAgainAt(retryAt)
     }
-    if (status === 'pending') return runAgainAt(Date.now() + delayMs)
+    return recordFailure(deps, row, leaseToken, startedAt, error, log)
   }
   return done
+}
+
+/** What the handler sees of its event; `invoke` reaches the outbound ledger under the event's own key. */
+function handlerContext(deps: WorkerDependencies, row: LeasedEvent, signal: AbortSignal, logger: Logger) {
+  return {
+    source: row.source,
+    eventId: row.eventId,
+    eventType: row.eventType,
+    event: parseStoredBody(row.body),
+    raw: row.body,
+    headers: row.headers,
+    attempt: row.attempts,
+    signal,
+    logger,
+    invoke: <A, R>(tool: Tool<A, R>, step: string, args: A) => {
+      if (deps.outbound === undefined) throw new Error('this worker has no outbound ledger')
+      // The key is the event's identity plus the step: never a model's or a run's id.
+      return deps.outbound.invoke(tool, {
+        key: stepKey([row.source, row.eventId], step),
+        args,
+        runId: `${row.id}/${row.attempts}`,
+      })
+    },
+  }
+}
+
+/** Back to PENDING with a backoff, or FAILED once the attempts are used up. */
+async function recordFailure(
+  deps: WorkerDependencies,
+  row: LeasedEvent,
+  leaseToken: string,
+  startedAt: Date,
+  error: unknown,
+  log: Logger,
+): Promise<JobResult> {
+  const final = row.attempts >= deps.settings.maxAttempts
+  const delayMs = Math.min(deps.settings.backoffBaseMs * 2 ** (row.attempts - 1), deps.settings.backoffMaxMs)
+  const details: HandlerResult = error instanceof HandlerError ? error.details : {}
+  const cause = describeError(error)
+  const status = await markAttemptFailed(deps.sql, row.id, leaseToken, {
+    attempt: row.attempts,
+    startedAt,
+    error: cause.message.slice(0, 2000),
+    final,
+    retryAt: new Date(Date.now() + delayMs),
+    ...details,
+  })
+  log.warn(
+    { attempt: row.attempts, final, err: error instanceof HandlerError ? undefined : cause },
+    cause.message,
+  )
+  deps.metrics.attempts.inc({ source: row.source, result: 'error' })
+  if (status === 'failed') {
+    deps.metrics.processingSeconds.observe(
+      { source: row.source, status: 'failed' },
+      (Date.now() - row.receivedAt.getTime()) / 1000,
+    )
+  }
+  return status === 'pending' ? runAgainAt(Date.now() + delayMs) : done
+}
+
+/**
+ * An error as it may be logged and stored: the real cause, never a statement's parameters. drizzle
+ * wraps a failing query in an error whose message repeats the query and its parameters (the event's
+ * payload, say), while the database's own message sits in `cause`.
+ */
+export function describeError(error: unknown): { name: string; message: string; code?: string } {
+  let current: unknown = error
+  while (current instanceof Error && isQueryWrapper(current) && current.cause instanceof Error) {
+    current = current.cause
+  }
+  if (!(current instanceof Error)) return { name: 'Error', message: String(current) }
+  const code = (current as { code?: unknown }).code
+  return { name: current.name, message: current.message, ...(typeof code === 'string' ? { code } : {}) }
+}
+
+function isQueryWrapper(error: Error): boolean {
+  return 'params' in error && 'query' in error
 }
 
 /** Runs the handler with a signal that is aborted when its time is up. */

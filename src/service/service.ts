@@ -11,8 +11,8 @@ import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
 import { settlesWithin, withDeadline } from '../deadline.js'
 import { createFailpoints } from '../failpoints.js'
-import { forwardHandler } from '../handlers/forward.js'
-import type { EventHandler } from '../handlers/types.js'
+import { forwardDelivery } from '../handlers/forward.js'
+import type { EventHandler, SourceHandler } from '../handlers/types.js'
 import { createApp, createHealthApp } from '../http/app.js'
 import type { ReadinessCheck } from '../http/routes/health.js'
 import { createLogger, type Logger } from '../logger.js'
@@ -85,7 +85,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const runsWorker = role !== 'api'
   const handlers = runsWorker
     ? resolveHandlers(config, options.handlers ?? {})
-    : new Map<string, EventHandler>()
+    : new Map<string, SourceHandler>()
   const failpoints = createFailpoints(env.HOOKLEDGER_FAILPOINT)
   for (const warning of retentionWarnings(config)) logger.warn(warning)
 
@@ -280,8 +280,8 @@ const SHUTDOWN_DRAIN_MS = 10_000
 function resolveHandlers(
   config: Config,
   code: Readonly<Record<string, EventHandler>>,
-): Map<string, EventHandler> {
-  const handlers = new Map<string, EventHandler>()
+): Map<string, SourceHandler> {
+  const handlers = new Map<string, SourceHandler>()
   const problems: string[] = []
   for (const id of Object.keys(code)) {
     if (!config.sources.has(id)) problems.push(`handlers.${id}: no source with that id is configured`)
@@ -292,9 +292,9 @@ function resolveHandlers(
     if (fromCode !== undefined && fromConfig !== undefined) {
       problems.push(`source '${id}': has a handler in the config file and one registered in code; keep one`)
     } else if (fromCode !== undefined) {
-      handlers.set(id, fromCode)
+      handlers.set(id, { kind: 'transactional', run: fromCode })
     } else if (fromConfig !== undefined) {
-      handlers.set(id, forwardHandler(fromConfig))
+      handlers.set(id, { kind: 'direct', run: forwardDelivery(fromConfig) })
     } else {
       problems.push(
         `source '${id}': handler: none configured (add "handler" to the source, or register one in code)`,
