@@ -1,0 +1,282 @@
+import { Writable } from 'node:stream'
+import { sql } from 'drizzle-orm'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { readEnvironment } from '../../src/config/env.js'
+import type { EventHandler } from '../../src/handlers/types.js'
+import { createLogger } from '../../src/logger.js'
+import { startService } from '../../src/service/service.js'
+import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { testRedisUrl } from '../support/env.js'
+import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from '../support/service.js'
+import { signedHeaders } from '../support/signing.js'
+import { startSink } from '../support/sink.js'
+import { testConfig } from '../support/stack.js'
+
+// The worker shares its lease and DONE statements among the jobs of one event-loop turn. These tests
+// pin what that must never change: one event's failure, slowness or bad answer stays its own.
+
+let database: TestDatabase
+let running: TestService | undefined
+
+beforeAll(async () => {
+  database = await createTestDatabase()
+  await database.sql`create table handler_effects (event_id text not null)`
+})
+afterEach(async () => {
+  await running?.close()
+  running = undefined
+})
+afterAll(async () => {
+  await database.drop()
+})
+
+const worker = { ...FAST_WORKER, concurrency: 16 }
+const config = (handler: Record<string, unknown> | undefined) =>
+  testConfig({ worker, relay: FAST_RELAY }, { handler })
+
+async function deliver(url: string, id: string) {
+  const body = JSON.stringify({ type: 'test.event', id })
+  const response = await fetch(`${url}/webhooks/acme`, {
+    method: 'POST',
+    body,
+    headers: signedHeaders(body, { id }),
+  })
+  expect(response.status).toBe(200)
+}
+
+async function statuses(prefix: string) {
+  return database.sql<{ event_id: string; status: string; outcomes: string[] }[]>`
+    select e.event_id, e.status::text,
+           coalesce(array_agg(a.outcome order by a.attempt) filter (where a.id is not null), '{}') as outcomes
+    from inbound_events e left join event_attempts a on a.event_row_id = e.id
+    where e.event_id like ${`${prefix}%`}
+    group by e.event_id, e.status order by e.event_id`
+}
+
+const ids = (prefix: string, count: number) =>
+  Array.from({ length: count }, (_, i) => `${prefix}${String(i).padStart(2, '0')}`)
+
+describe('batched processing', () => {
+  it('a code handler that throws for one event of a batch: the others commit DONE once, it retries alone', async () => {
+    const events = ids('evt_batch_code_', 24)
+    const failing = events[7]
+    let failed = false
+    const handler: EventHandler = async ({ eventId, tx }) => {
+      await tx.execute(sql`insert into handler_effects (event_id) values (${eventId})`)
+      if (eventId === failing && !failed) {
+        failed = true
+        throw new Error('the first try of this one fails')
+      }
+    }
+    running = await startTestService({ database, config: config(undefined), handlers: { acme: handler } })
+    const url = running.url
+    await Promise.all(events.map((id) => deliver(url, id)))
+    await expect
+      .poll(async () => (await statuses('evt_batch_code_')).every((row) => row.status === 'done'), {
+        timeout: 15_000,
+      })
+      .toBe(true)
+    for (const row of await statuses('evt_batch_code_')) {
+      expect(row.outcomes).toEqual(row.event_id === failing ? ['error', 'done'] : ['done'])
+    }
+    const effects = await database.sql<{ event_id: string; n: number }[]>`
+      select event_id, count(*)::int as n from handler_effects where event_id like 'evt_batch_code_%' group by event_id`
+    expect(effects).toHaveLength(events.length)
+    expect(effects.every((row) => row.n === 1)).toBe(true)
+  })
+
+  it('a forward whose destination fails one event of a batch: the others are sent once, it alone again', async () => {
+    const events = ids('evt_batch_fwd_', 24)
+    const failing = events[3]
+    let refused = false
+    const sink = await startSink((request) => {
+      if (request.headers['x-hookledger-event-id'] === failing && !refused) {
+        refused = true
+        return { status: 503 }
+      }
+      return { status: 200, body: 'ok' }
+    })
+    try {
+      running = await startTestService({ database, config: config({ type: 'forward', url: sink.url }) })
+      const url = running.url
+      await Promise.all(events.map((id) => deliver(url, id)))
+      await expect
+        .poll(async () => (await statuses('evt_batch_fwd_')).every((row) => row.status === 'done'), {
+          timeout: 15_000,
+        })
+        .toBe(true)
+      for (const row of await statuses('evt_batch_fwd_')) {
+        expect(row.outcomes).toEqual(row.event_id === failing ? ['error', 'done'] : ['done'])
+      }
+      const sent = sink.received.map((request) => String(request.headers['x-hookledger-event-id']))
+      expect(sent.filter((id) => id === failing)).toHaveLength(2)
+      expect(sent.filter((id) => id !== failing).sort()).toEqual(events.filter((id) => id !== failing))
+    } finally {
+      await sink.close()
+    }
+  })
+
+  it('a destination slow for one event does not hold the others back', async () => {
+    const events = ids('evt_batch_slow_', 12)
+    const slow = events[0]
+    let release: () => void = () => {}
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const sink = await startSink(() => ({ status: 200, body: 'ok' }))
+    // The slow event's answer waits for the test; everything else is answered at once.
+    const slowSink = await startHoldingSink(slow ?? '', () => held, sink.url)
+    try {
+      running = await startTestService({ database, config: config({ type: 'forward', url: slowSink.url }) })
+      const url = running.url
+      await Promise.all(events.map((id) => deliver(url, id)))
+      await expect
+        .poll(
+          async () =>
+            (await statuses('evt_batch_slow_')).filter(
+              (row) => row.event_id !== slow && row.status === 'done',
+            ).length,
+          { timeout: 15_000 },
+        )
+        .toBe(events.length - 1)
+      // Every other event committed while the slow one's answer had not even been sent.
+      expect(slowSink.answeredSlow()).toBe(false)
+      release()
+      await expect
+        .poll(async () => (await statuses(slow ?? '')).map((row) => row.status), { timeout: 15_000 })
+        .toEqual(['done'])
+    } finally {
+      release()
+      await slowSink.close()
+      await sink.close()
+    }
+  })
+
+  it('records the wall-clock end of a slow attempt, not the start of its transaction', async () => {
+    const sink = await startSink(() => ({ status: 200, body: 'ok' }))
+    const slowSink = await startHoldingSink(
+      'evt_batch_clock',
+      () => new Promise((r) => setTimeout(r, 1200)),
+      sink.url,
+    )
+    try {
+      running = await startTestService({ database, config: config({ type: 'forward', url: slowSink.url }) })
+      await deliver(running.url, 'evt_batch_clock')
+      await expect
+        .poll(async () => (await statuses('evt_batch_clock'))[0]?.status, { timeout: 15_000 })
+        .toBe('done')
+      const [attempt] = await database.sql<{ seconds: number }[]>`
+        select extract(epoch from a.finished_at - a.started_at)::float8 as seconds
+        from event_attempts a join inbound_events e on e.id = a.event_row_id where e.event_id = 'evt_batch_clock'`
+      expect(attempt?.seconds).toBeGreaterThanOrEqual(1.1)
+    } finally {
+      await slowSink.close()
+      await sink.close()
+    }
+  })
+
+  it('stores a destination answer Postgres could not hold as text (a NUL), without failing the batch', async () => {
+    const events = ids('evt_batch_nul_', 8)
+    const sink = await startSink((request) =>
+      request.headers['x-hookledger-event-id'] === events[0]
+        ? { status: 200, body: 'before\u0000after' }
+        : { status: 200, body: 'ok' },
+    )
+    try {
+      running = await startTestService({ database, config: config({ type: 'forward', url: sink.url }) })
+      const url = running.url
+      await Promise.all(events.map((id) => deliver(url, id)))
+      await expect
+        .poll(async () => (await statuses('evt_batch_nul_')).map((row) => row.outcomes), { timeout: 15_000 })
+        .toEqual(events.map(() => ['done']))
+      const [first] = await database.sql<{ response_excerpt: string }[]>`
+        select a.response_excerpt from event_attempts a join inbound_events e on e.id = a.event_row_id
+        where e.event_id = ${events[0] ?? ''}`
+      expect(first?.response_excerpt).toBe('before\ufffdafter')
+    } finally {
+      await sink.close()
+    }
+  })
+
+  it('logs and stores the cause of a failing query in a handler, never its parameters', async () => {
+    const lines: string[] = []
+    const logger = createLogger(
+      'info',
+      new Writable({
+        write(chunk, _, callback) {
+          lines.push(String(chunk))
+          callback()
+        },
+      }),
+    )
+    const secret = 'card_4242_do_not_log'
+    const service = await startService({
+      env: readEnvironment({
+        DATABASE_URL: database.url,
+        REDIS_URL: testRedisUrl(),
+        PORT: '0',
+        HOST: '127.0.0.1',
+      }),
+      config: testConfig(
+        { worker: { ...FAST_WORKER, maxAttempts: 1 }, relay: FAST_RELAY },
+        { handler: undefined },
+      ),
+      handlers: {
+        acme: async ({ tx, eventId }) => {
+          await tx.execute(sql`insert into orders_paid (event_id, note) values (${eventId}, ${secret})`)
+        },
+      },
+      logger,
+    })
+    try {
+      await deliver(service.url, 'evt_batch_cause')
+      await expect
+        .poll(async () => (await statuses('evt_batch_cause'))[0]?.status, { timeout: 15_000 })
+        .toBe('failed')
+      const [row] = await database.sql<{ last_error: string }[]>`
+        select last_error from inbound_events where event_id = 'evt_batch_cause'`
+      expect(row?.last_error).toContain('relation "orders_paid" does not exist')
+      expect(row?.last_error).not.toContain(secret)
+      const logged = lines.join('')
+      expect(logged).toContain('relation \\"orders_paid\\" does not exist')
+      expect(logged).not.toContain(secret)
+    } finally {
+      await service.close()
+    }
+  })
+})
+
+/**
+ * A proxy destination in front of `upstream` that holds the answer for one event id until `held`
+ * settles; every other request is passed on at once.
+ */
+async function startHoldingSink(slowId: string, hold: () => Promise<unknown>, upstream: string) {
+  const { createServer } = await import('node:http')
+  let answeredSlow = false
+  const server = createServer((request, response) => {
+    const chunks: Buffer[] = []
+    request.on('data', (chunk: Buffer) => chunks.push(chunk))
+    request.on('end', async () => {
+      if (request.headers['x-hookledger-event-id'] === slowId) await hold()
+      const answer = await fetch(upstream, {
+        method: 'POST',
+        body: Buffer.concat(chunks),
+        headers: { 'x-hookledger-event-id': String(request.headers['x-hookledger-event-id']) },
+      })
+      if (request.headers['x-hookledger-event-id'] === slowId) answeredSlow = true
+      response.writeHead(answer.status).end(await answer.text())
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const address = server.address()
+  const port = typeof address === 'object' && address !== null ? address.port : 0
+  return {
+    url: `http://127.0.0.1:${port}/hooks`,
+    answeredSlow: () => answeredSlow,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  }
+}
