@@ -4,13 +4,14 @@
 import { appendFileSync } from 'node:fs'
 import { sql } from 'drizzle-orm'
 import { readEnvironment } from '../../src/config/env.js'
-import { startService } from '../../src/service/service.js'
+import { type Role, startService } from '../../src/service/service.js'
 
 const invocationLog = process.env.TEST_INVOCATION_LOG
 if (invocationLog === undefined) throw new Error('TEST_INVOCATION_LOG is required')
 
 const service = await startService({
   env: readEnvironment(process.env),
+  role: (process.env.TEST_ROLE ?? 'all') as Role,
   handlers: {
     acme: async ({ eventId, tx, attempt }) => {
       appendFileSync(invocationLog, `${eventId} ${attempt}\n`)

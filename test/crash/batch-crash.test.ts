@@ -1,0 +1,197 @@
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import type { FailpointName } from '../../src/failpoints.js'
+import { type Child, startChild } from '../support/child.js'
+import { crashWitness, deliverOrder } from '../support/crash-ledger.js'
+import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { testRedisUrl } from '../support/env.js'
+import { TEST_SECRET } from '../support/signing.js'
+import { startSink } from '../support/sink.js'
+import { uniquePrefix } from '../support/stack.js'
+
+// The worker shares statements among the events of one turn. A SIGKILL in the middle of such a batch
+// (the first event to reach its DONE mark kills the process while its neighbours are at every other
+// step) must still leave every event DONE after a restart, with no handler's writes made twice and
+// no completed forward sent again.
+
+let database: TestDatabase
+let directory: string
+const children: Child[] = []
+
+beforeAll(async () => {
+  database = await createTestDatabase()
+  await database.sql`create table handler_effects (event_id text not null)`
+  directory = mkdtempSync(join(tmpdir(), 'hookledger-batch-crash-'))
+})
+afterEach(async () => {
+  for (const child of children.splice(0)) await child.kill()
+})
+afterAll(async () => {
+  await database.drop()
+})
+
+const { effects, invocations } = crashWitness(
+  () => database,
+  () => directory,
+)
+
+const EVENTS = 30
+
+function writeConfig(
+  name: string,
+  handler: Record<string, unknown> | undefined,
+  worker: Record<string, unknown>,
+  outbound: Record<string, unknown> = {},
+) {
+  const path = join(directory, `${name}.json`)
+  writeFileSync(
+    path,
+    JSON.stringify({
+      sources: [
+        {
+          id: 'acme',
+          verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
+          ...(handler ? { handler } : {}),
+        },
+      ],
+      worker: { concurrency: 16, maxAttempts: 5, backoffBaseMs: 50, stalledIntervalMs: 1000, ...worker },
+      relay: { intervalMs: 200, graceMs: 300, orphanAfterMs: 2000 },
+      outbound,
+      queue: { prefix: `${uniquePrefix()}-${name}` },
+    }),
+  )
+  return path
+}
+
+/** The crash server (code handler) takes its role from the environment, `serve` from its flag. */
+type Entry = (role: string) => string[]
+const CODE: Entry = () => ['test/support/crash-server.ts']
+const SERVE: Entry = (role) => ['src/cli/main.ts', 'serve', '--role', role]
+
+async function start(entry: Entry, config: string, role: string, failpoint?: FailpointName) {
+  const child = await startChild(entry(role), {
+    DATABASE_URL: database.url,
+    REDIS_URL: testRedisUrl(),
+    HOOKLEDGER_CONFIG: config,
+    TEST_ROLE: role,
+    TEST_INVOCATION_LOG: join(directory, 'invocations.log'),
+    ...(failpoint === undefined ? {} : { HOOKLEDGER_FAILPOINT: failpoint }),
+  })
+  children.push(child)
+  return child
+}
+
+/**
+ * Starts a worker that kills itself at `worker.before_done`, then sends it a burst of events through
+ * an api-only process, so the first event to reach its DONE mark dies with a batch around it.
+ */
+async function crashInBatch(entry: Entry, config: string, prefix: string) {
+  const crashing = await start(entry, config, 'worker', 'worker.before_done')
+  const api = await start(entry, config, 'api')
+  const ids = Array.from({ length: EVENTS }, (_, i) => `${prefix}${i}`)
+  for (const response of await Promise.all(ids.map((id) => deliverOrder(api.url, id)))) {
+    expect(response.status).toBe(200)
+  }
+  expect(await crashing.exited).toBe('SIGKILL')
+  await api.kill('SIGTERM')
+  return ids
+}
+
+async function statuses(prefix: string) {
+  const rows = await database.sql<{ status: string }[]>`
+    select status::text from inbound_events where event_id like ${`${prefix}%`}`
+  return rows.map((row) => row.status)
+}
+
+describe('SIGKILL in the middle of a batch', { timeout: 180_000 }, () => {
+  it('code handlers: every event ends DONE and each handler write committed exactly once', async () => {
+    const config = writeConfig('code', undefined, { handlerTimeoutMs: 1000, leaseMs: 2000 })
+    const ids = await crashInBatch(CODE, config, 'evt_bcrash_code_')
+    expect((await statuses('evt_bcrash_code_')).filter((s) => s === 'done').length).toBeLessThan(EVENTS)
+
+    await start(CODE, config, 'worker')
+    await expect
+      .poll(async () => (await statuses('evt_bcrash_code_')).every((s) => s === 'done'), { timeout: 30_000 })
+      .toBe(true)
+    for (const id of ids) expect(await effects(id)).toBe(1)
+    // At least one handler ran in the killed process and again after it: the writes still count once.
+    expect(ids.some((id) => invocations(id) > 1)).toBe(true)
+  })
+
+  it('forwards: every event ends DONE; a forward completed before the kill is never sent again', async () => {
+    // Answers take a while, so the kill finds forwards in flight, whose operations stay leased for
+    // the outbound lease (9 s here) after the crash. Waiting for that lease must not use up the
+    // event's attempts (three here, 50–200 ms apart): every event ends DONE, none FAILED.
+    const sink = await startSink(() => ({ status: 200, body: 'ok' }))
+    const slowSink = await startDelayingProxy(sink.url, 300)
+    try {
+      const config = writeConfig(
+        'forward',
+        { type: 'forward', url: slowSink.url, timeoutMs: 3000 },
+        { handlerTimeoutMs: 5000, leaseMs: 6000, maxAttempts: 3, backoffMaxMs: 200 },
+        { leaseMs: 3000, backoffMaxMs: 1000 },
+      )
+      const ids = await crashInBatch(SERVE, config, 'evt_bcrash_fwd_')
+      const completedBeforeRestart = await database.sql<{ operation_key: string }[]>`
+        select operation_key from operations where operation_key like 'acme:evt_bcrash_fwd_%' and status = 'completed'`
+      expect(completedBeforeRestart.length).toBeGreaterThan(0)
+      const [inFlight] = await database.sql<{ n: number }[]>`
+        select count(*)::int as n from operations where operation_key like 'acme:evt_bcrash_fwd_%' and status = 'in_progress'`
+      expect(inFlight?.n).toBeGreaterThan(0)
+      const sentBeforeRestart = sink.received.length
+
+      await start(SERVE, config, 'worker')
+      await expect
+        .poll(async () => (await statuses('evt_bcrash_fwd_')).every((s) => s === 'done'), { timeout: 60_000 })
+        .toBe(true)
+      const sent = sink.received.map((request) => String(request.headers['x-hookledger-event-id']))
+      expect(new Set(sent)).toEqual(new Set(ids))
+      for (const { operation_key } of completedBeforeRestart) {
+        const eventId = operation_key.split(':')[1]
+        expect(sent.filter((id) => id === eventId)).toHaveLength(1)
+      }
+      // A repeat is only ever a forward that was under way at the kill, and it carries the same key.
+      expect(sent.length - ids.length).toBeLessThanOrEqual(sentBeforeRestart)
+      for (const request of sink.received) {
+        expect(request.headers['idempotency-key']).toBe(`acme:${request.headers['x-hookledger-event-id']}`)
+      }
+    } finally {
+      await slowSink.close()
+      await sink.close()
+    }
+  })
+})
+
+/** A destination in front of `upstream` that answers every request `delayMs` late. */
+async function startDelayingProxy(upstream: string, delayMs: number) {
+  const { createServer } = await import('node:http')
+  const server = createServer((request, response) => {
+    const chunks: Buffer[] = []
+    request.on('data', (chunk: Buffer) => chunks.push(chunk))
+    request.on('end', async () => {
+      await new Promise((resolve) => setTimeout(resolve, delayMs))
+      const headers = Object.fromEntries(
+        Object.entries(request.headers).filter(
+          ([name]) => name.startsWith('x-hookledger') || name === 'idempotency-key',
+        ),
+      ) as Record<string, string>
+      const answer = await fetch(upstream, { method: 'POST', body: Buffer.concat(chunks), headers }).catch(
+        () => undefined,
+      )
+      response.writeHead(answer?.status ?? 502).end(answer === undefined ? '' : await answer.text())
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const address = server.address()
+  const port = typeof address === 'object' && address !== null ? address.port : 0
+  return {
+    url: `http://127.0.0.1:${port}/hooks`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  }
+}
