@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { parseJsonBody, readEventId } from './body.js'
 import { secretsField } from './config-fields.js'
-import { parseSignatureHeader, type SignatureHeaderFormat } from './signature-header.js'
+import { base64List, parseSignatureHeader } from './signature-header.js'
 import { anyMatch, hmac, keepHeaders, loadSecrets } from './signatures.js'
 import { reject, type Scheme } from './types.js'
 
@@ -30,13 +30,7 @@ const KEPT = [
   'x-shopify-sub-topic',
 ]
 
-// Bare base64 values, comma-joined while a secret is being rotated (or when a proxy merges headers).
-const FORMAT = {
-  name: SIGNATURE,
-  separator: ',',
-  signaturePrefix: '',
-  encoding: 'base64',
-} as const satisfies SignatureHeaderFormat
+const FORMAT = base64List(SIGNATURE)
 
 export const shopify: Scheme<'shopify', typeof configSchema> = {
   name: 'shopify',

@@ -28,6 +28,11 @@ export interface SignatureHeaderFormat {
   maxEntries?: number
 }
 
+/** Bare base64 values, comma-joined while a secret is rotated or when a proxy merges headers. */
+export function base64List(name: string): SignatureHeaderFormat & { timestampKey?: undefined } {
+  return { name, separator: ',', signaturePrefix: '', encoding: 'base64' }
+}
+
 export interface ParsedSignatureHeader<Timestamp> {
   kind: 'parsed'
   timestamp: Timestamp
