@@ -130,8 +130,8 @@ function parseOptions(args: string[]) {
       concurrency: { type: 'string', default: '1' },
     },
   })
-  if (values.source === undefined) throw usageError('replay needs --source')
-  if (positionals.length === 0) throw usageError('replay needs at least one fixture FILE or DIR')
+  if (values.source === undefined) throw usageError('needs --source')
+  if (positionals.length === 0) throw usageError('needs at least one fixture FILE or DIR')
   const times = positiveInteger(values.times, '--times', 10_000)
   const concurrency = positiveInteger(values.concurrency, '--concurrency', 256)
   if (values.url !== undefined && !/^https?:\/\//.test(values.url))

@@ -23,7 +23,7 @@ async function sign(args: string[], env: ClientEnvironment, io: CommandIo): Prom
   const { values, positionals } = parse(args)
   const [file] = positionals
   if (values.source === undefined || file === undefined || positionals.length !== 1) {
-    throw usageError('sign needs --source and exactly one FILE')
+    throw usageError('needs --source and exactly one FILE')
   }
   const scoped = values.config === undefined ? env : { ...env, HOOKLEDGER_CONFIG: values.config }
   const fixture = await readFixture(file).catch(asCliError)
