@@ -1,7 +1,7 @@
-import { parseArgs } from 'node:util'
 import { openLedger } from '../db/client.js'
 import { type Decision, decide, listApprovals, showApproval } from '../outbound/approvals.js'
 import { assertNever } from '../outbound/decision.js'
+import { CliError, parseCommandLine, parseJsonFlag, usageError } from './errors.js'
 
 export const APPROVALS_USAGE = `  hookledger approvals list [--all]                          pending approvals (--all: decided too)
   hookledger approvals show ID                               key, tool, args, effect, attempts, evidence, proposal
@@ -21,7 +21,7 @@ export async function approvalsCommand(
   try {
     switch (sub) {
       case 'list': {
-        const { values } = parseArgs({
+        const { values } = parseCommandLine({
           args: rest,
           options: { all: { type: 'boolean', default: false } },
           strict: true,
@@ -36,15 +36,16 @@ export async function approvalsCommand(
         return 0
       }
       case 'show': {
-        const { positionals } = parseArgs({ args: rest, allowPositionals: true, strict: true })
+        const { positionals } = parseCommandLine({ args: rest, allowPositionals: true, strict: true })
         const id = positionals[0]
-        const view = id === undefined ? undefined : await showApproval(ledger.db, id)
-        if (view === undefined) throw new Error(`no approval ${id ?? '(missing id)'}`)
+        if (id === undefined) throw usageError('approvals show needs an approval ID')
+        const view = await showApproval(ledger.db, id)
+        if (view === undefined) throw new CliError(`no approval ${id}`)
         out(JSON.stringify(view, null, 2))
         return 0
       }
       case 'decide': {
-        const { values, positionals } = parseArgs({
+        const { values, positionals } = parseCommandLine({
           args: rest,
           allowPositionals: true,
           strict: true,
@@ -60,15 +61,15 @@ export async function approvalsCommand(
         const decision = values.decision as Decision
         const [id] = positionals
         if (id === undefined || !DECISIONS.includes(decision) || values.by === undefined) {
-          throw new Error(`decide needs an id, --decision ${DECISIONS.join('|')} and --by NAME`)
+          throw usageError(`approvals decide needs an ID, --decision ${DECISIONS.join('|')} and --by NAME`)
         }
         const outcome = await decide(ledger.db, {
           approvalId: id,
           decision,
           by: values.by,
           payloadHash: values['payload-hash'],
-          evidence: values.evidence === undefined ? undefined : JSON.parse(values.evidence),
-          result: values.result === undefined ? undefined : JSON.parse(values.result),
+          evidence: parseJsonFlag(values.evidence, '--evidence'),
+          result: parseJsonFlag(values.result, '--result'),
           note: values.note,
         })
         switch (outcome.kind) {
@@ -76,21 +77,21 @@ export async function approvalsCommand(
             out(`${outcome.operationKey}: ${decision} recorded; the operation is now ${outcome.status}`)
             return 0
           case 'not_found':
-            throw new Error(`no approval ${id}`)
+            throw new CliError(`no approval ${id}`)
           case 'already_decided':
-            throw new Error(`already decided (${outcome.decision ?? 'none'} by ${outcome.by ?? 'nobody'})`)
+            throw new CliError(`already decided (${outcome.decision ?? 'none'} by ${outcome.by ?? 'nobody'})`)
           case 'payload_mismatch':
-            throw new Error(
+            throw new CliError(
               `a retry is bound to the arguments shown: their payload hash is ${outcome.expected}`,
             )
           case 'invalid':
-            throw new Error(outcome.message)
+            throw new CliError(outcome.message)
           default:
             return assertNever(outcome)
         }
       }
       default:
-        throw new Error(`approvals: unknown subcommand '${sub ?? ''}'\n${APPROVALS_USAGE}`)
+        throw usageError(`approvals: unknown subcommand '${sub ?? ''}' (list, show or decide)`)
     }
   } finally {
     await ledger.close()

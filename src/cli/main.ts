@@ -1,11 +1,10 @@
-import { parseArgs } from 'node:util'
-import { ConfigError } from '../config/config.js'
 import { type Environment, EnvironmentError, readClientEnvironment, readEnvironment } from '../config/env.js'
 import { runningEmbeddedUrl } from '../db/embedded.js'
 import { migrateLedger } from '../db/migrate.js'
 import { createLogger } from '../logger.js'
 import { type Role, startService } from '../service/service.js'
 import { APPROVALS_USAGE, approvalsCommand } from './approvals.js'
+import { parseCommandLine, reportFailure, usageError } from './errors.js'
 import { REPLAY_USAGE, runReplay } from './replay.js'
 import { runSign, SIGN_USAGE } from './sign.js'
 
@@ -29,13 +28,13 @@ async function main(argv: string[]): Promise<number> {
     return command === undefined ? 2 : 0
   }
   if (command === 'serve') {
-    const { values } = parseArgs({
+    const { values } = parseCommandLine({
       args: rest,
       options: { role: { type: 'string', default: 'all' }, config: { type: 'string' } },
       strict: true,
     })
     const role = values.role as Role
-    if (!ROLES.includes(role)) throw new UsageError(`--role must be one of ${ROLES.join(', ')}`)
+    if (!ROLES.includes(role)) throw usageError(`--role must be one of ${ROLES.join(', ')}`)
     const env = readEnvironment({
       ...process.env,
       ...(values.config === undefined ? {} : { HOOKLEDGER_CONFIG: values.config }),
@@ -60,7 +59,7 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'sign') return runSign(rest, readClientEnvironment(process.env), io)
   if (command === 'replay') return runReplay(rest, readClientEnvironment(process.env), io)
   if (command === 'migrate') {
-    parseArgs({ args: rest, options: {}, strict: true })
+    parseCommandLine({ args: rest, options: {}, strict: true })
     const env = readEnvironment(process.env)
     await migrateLedger(await ledgerUrl(env), createLogger(env.LOG_LEVEL))
     return 0
@@ -69,10 +68,8 @@ async function main(argv: string[]): Promise<number> {
     const url = await ledgerUrl(readEnvironment(process.env))
     return approvalsCommand(rest, url, (line) => process.stdout.write(`${line}\n`))
   }
-  throw new UsageError(`unknown command '${command}'`)
+  throw usageError(`unknown command '${command}'`)
 }
-
-class UsageError extends Error {}
 
 /** DATABASE_URL, or else the embedded server that a running `hookledger serve` owns. */
 async function ledgerUrl(env: Environment): Promise<string> {
@@ -87,18 +84,5 @@ async function ledgerUrl(env: Environment): Promise<string> {
 
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
-  (error: unknown) => {
-    if (error instanceof UsageError || (error instanceof TypeError && 'code' in error)) {
-      process.stderr.write(`hookledger: ${error.message}\n\n${USAGE}\n`)
-      process.exit(2)
-    }
-    if (error instanceof EnvironmentError || error instanceof ConfigError) {
-      process.stderr.write(`hookledger: ${error.message}\n`)
-      process.exit(1)
-    }
-    process.stderr.write(
-      `hookledger: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
-    )
-    process.exit(1)
-  },
+  (error: unknown) => process.exit(reportFailure(error, 'hookledger', (text) => process.stderr.write(text))),
 )

@@ -1,8 +1,8 @@
-import { parseArgs } from 'node:util'
 import type { ClientEnvironment } from '../config/env.js'
-import { type Fixture, FixtureError, listFixtures, readFixture } from '../fixtures.js'
+import { type Fixture, listFixtures, readFixture } from '../fixtures.js'
+import { asCliError, parseCommandLine, reportingCliErrors, usageError } from './errors.js'
 import type { CommandIo } from './sign.js'
-import { freshMessageId, loadSigningContext, signFixture, webhookUrl } from './signing.js'
+import { freshMessageId, loadSigningContext, SIGNING_FLAGS, signFixture, webhookUrl } from './signing.js'
 
 export const REPLAY_USAGE = `  hookledger replay FILE|DIR... --source ID [--url URL] [--times N] [--concurrency C] [--secret S]
                                    sign each fixture now and POST it to URL/webhooks/ID, N times each`
@@ -22,23 +22,16 @@ const REQUEST_TIMEOUT_MS = 30_000
  * it. Any answer but 200 is unexpected and makes the exit status 1; with `--times 5` the first copy
  * of each fixture is accepted and the others come back as duplicates.
  */
-export async function runReplay(args: string[], env: ClientEnvironment, io: CommandIo): Promise<number> {
-  let options: ReturnType<typeof parseOptions>
-  try {
-    options = parseOptions(args)
-  } catch (error) {
-    io.stderr(`hookledger replay: ${(error as Error).message}\n\nusage:\n${REPLAY_USAGE}\n`)
-    return 2
-  }
+export function runReplay(args: string[], env: ClientEnvironment, io: CommandIo): Promise<number> {
+  return reportingCliErrors('hookledger replay', io, () => replay(args, env, io))
+}
+
+async function replay(args: string[], env: ClientEnvironment, io: CommandIo): Promise<number> {
+  const options = parseOptions(args)
   const scoped = options.config === undefined ? env : { ...env, HOOKLEDGER_CONFIG: options.config }
-  let fixtures: Fixture[]
-  try {
-    fixtures = await Promise.all((await listFixtures(options.paths)).map((path) => readFixture(path)))
-  } catch (error) {
-    if (!(error instanceof FixtureError)) throw error
-    io.stderr(`hookledger replay: ${error.message}\n`)
-    return 1
-  }
+  const fixtures = await listFixtures(options.paths)
+    .then((paths) => Promise.all(paths.map((path) => readFixture(path))))
+    .catch(asCliError)
   const context = await loadSigningContext(scoped, { sourceId: options.source, secret: options.secret })
   const url = webhookUrl(options.url, scoped, options.source)
 
@@ -127,31 +120,28 @@ async function post(
 }
 
 function parseOptions(args: string[]) {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCommandLine({
     args,
     allowPositionals: true,
     strict: true,
     options: {
-      source: { type: 'string' },
-      config: { type: 'string' },
-      secret: { type: 'string' },
-      url: { type: 'string' },
+      ...SIGNING_FLAGS,
       times: { type: 'string', default: '1' },
       concurrency: { type: 'string', default: '1' },
     },
   })
-  if (values.source === undefined) throw new Error('--source is required')
-  if (positionals.length === 0) throw new Error('name at least one fixture FILE or DIR')
+  if (values.source === undefined) throw usageError('needs --source')
+  if (positionals.length === 0) throw usageError('needs at least one fixture FILE or DIR')
   const times = positiveInteger(values.times, '--times', 10_000)
   const concurrency = positiveInteger(values.concurrency, '--concurrency', 256)
   if (values.url !== undefined && !/^https?:\/\//.test(values.url))
-    throw new Error('--url must be http(s)://…')
+    throw usageError('--url must be http(s)://…')
   return { ...values, source: values.source, paths: positionals, times, concurrency }
 }
 
 function positiveInteger(text: string, flag: string, max: number): number {
   if (!/^\d+$/.test(text) || Number(text) < 1 || Number(text) > max) {
-    throw new Error(`${flag} must be an integer from 1 to ${max}`)
+    throw usageError(`${flag} must be an integer from 1 to ${max}`)
   }
   return Number(text)
 }

@@ -1,7 +1,7 @@
-import { parseArgs } from 'node:util'
 import type { ClientEnvironment } from '../config/env.js'
-import { FixtureError, readFixture } from '../fixtures.js'
-import { freshMessageId, loadSigningContext, signFixture, webhookUrl } from './signing.js'
+import { readFixture } from '../fixtures.js'
+import { asCliError, parseCommandLine, reportingCliErrors, usageError } from './errors.js'
+import { freshMessageId, loadSigningContext, SIGNING_FLAGS, signFixture, webhookUrl } from './signing.js'
 
 export const SIGN_USAGE = `  hookledger sign --source ID FILE [--curl] [--url URL] [--secret S]
                                    print the headers the source's provider would send with FILE`
@@ -15,29 +15,18 @@ export interface CommandIo {
  * `hookledger sign`: one `Name: value` line per header, the form `curl -H @file` reads, or with
  * `--curl` a whole curl command. The signature is made now, so send it within the tolerance.
  */
-export async function runSign(args: string[], env: ClientEnvironment, io: CommandIo): Promise<number> {
-  let parsed: ReturnType<typeof parse>
-  try {
-    parsed = parse(args)
-  } catch (error) {
-    io.stderr(`hookledger sign: ${(error as Error).message}\n\nusage:\n${SIGN_USAGE}\n`)
-    return 2
-  }
-  const { values, positionals } = parsed
+export function runSign(args: string[], env: ClientEnvironment, io: CommandIo): Promise<number> {
+  return reportingCliErrors('hookledger sign', io, () => sign(args, env, io))
+}
+
+async function sign(args: string[], env: ClientEnvironment, io: CommandIo): Promise<number> {
+  const { values, positionals } = parse(args)
   const [file] = positionals
   if (values.source === undefined || file === undefined || positionals.length !== 1) {
-    io.stderr(`hookledger sign: needs --source and exactly one FILE\n\nusage:\n${SIGN_USAGE}\n`)
-    return 2
+    throw usageError('needs --source and exactly one FILE')
   }
   const scoped = values.config === undefined ? env : { ...env, HOOKLEDGER_CONFIG: values.config }
-  let fixture: Awaited<ReturnType<typeof readFixture>>
-  try {
-    fixture = await readFixture(file)
-  } catch (error) {
-    if (!(error instanceof FixtureError)) throw error
-    io.stderr(`hookledger sign: ${error.message}\n`)
-    return 1
-  }
+  const fixture = await readFixture(file).catch(asCliError)
   const context = await loadSigningContext(scoped, { sourceId: values.source, secret: values.secret })
   const headers = signFixture(context, fixture, {
     timestamp: Math.floor(Date.now() / 1000),
@@ -54,15 +43,12 @@ export async function runSign(args: string[], env: ClientEnvironment, io: Comman
 }
 
 function parse(args: string[]) {
-  return parseArgs({
+  return parseCommandLine({
     args,
     allowPositionals: true,
     strict: true,
     options: {
-      source: { type: 'string' },
-      config: { type: 'string' },
-      secret: { type: 'string' },
-      url: { type: 'string' },
+      ...SIGNING_FLAGS,
       curl: { type: 'boolean', default: false },
     },
   })

@@ -5,6 +5,14 @@ import { type Fixture, headerValue } from '../fixtures.js'
 import { signWith, type VerifyConfig } from '../inbound/verifiers/index.js'
 import { idHeaderOf } from '../testing.js'
 
+/** The flags `sign` and `replay` share: which source, its config file, the secret, where to send. */
+export const SIGNING_FLAGS = {
+  source: { type: 'string' },
+  config: { type: 'string' },
+  secret: { type: 'string' },
+  url: { type: 'string' },
+} as const
+
 /** What `sign` and `replay` need to sign for one source, loaded as `serve` loads it. */
 export interface SigningContext {
   sourceId: string

@@ -1,4 +1,4 @@
-import { reject, type Verification } from './types.js'
+import { type Rejection, reject, type Verification } from './types.js'
 
 const MAX_EVENT_ID_LENGTH = 255
 
@@ -16,9 +16,7 @@ export function readEventId(value: string | undefined, where: string): string | 
   return value
 }
 
-export type ParsedBody =
-  | { kind: 'parsed'; value: unknown; type: string | null }
-  | Extract<Verification, { kind: 'rejected' }>
+export type ParsedBody = { kind: 'parsed'; value: unknown; type: string | null } | Rejection
 
 const decoder = new TextDecoder('utf-8', { fatal: true })
 

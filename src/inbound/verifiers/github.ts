@@ -1,7 +1,8 @@
 import { z } from 'zod'
 import { parseJsonBody, readEventId } from './body.js'
 import { secretsField } from './config-fields.js'
-import { anyMatch, decodeSignature, hmac, keepHeaders, loadSecrets } from './signatures.js'
+import { parseSignatureHeader, type SignatureHeaderFormat } from './signature-header.js'
+import { anyMatch, hmac, keepHeaders, loadSecrets } from './signatures.js'
 import { reject, type Scheme } from './types.js'
 
 /**
@@ -27,6 +28,15 @@ const KEPT = [
   'x-github-hook-installation-target-type',
 ]
 
+// One value per header in practice; a comma list is accepted so that a proxy joining repeated
+// headers does not break verification.
+const FORMAT = {
+  name: SIGNATURE,
+  separator: ',',
+  signaturePrefix: 'sha256=',
+  encoding: 'hex',
+} as const satisfies SignatureHeaderFormat
+
 export const github: Scheme<'github', typeof configSchema> = {
   name: 'github',
   configSchema,
@@ -43,19 +53,10 @@ export const github: Scheme<'github', typeof configSchema> = {
             `expected an ${SIGNATURE} header (sha1 signatures are not accepted)`,
           )
         }
-        // One value per header in practice; a comma list is accepted so that a proxy joining
-        // repeated headers does not break verification.
-        const signatures: Buffer[] = []
-        for (const item of header.split(',')) {
-          const value = item.trim()
-          if (!value.startsWith('sha256=')) continue
-          const decoded = decodeSignature(value.slice('sha256='.length), 'hex')
-          if (decoded !== undefined) signatures.push(decoded)
-        }
-        if (signatures.length === 0)
-          return reject('malformed_signature_header', `${SIGNATURE} must be sha256=<hex>`)
+        const parsed = parseSignatureHeader(header, FORMAT)
+        if (parsed.kind === 'rejected') return parsed
         const expected = secrets.map((key) => hmac('sha256', key, delivery.raw))
-        if (!anyMatch(expected, signatures)) {
+        if (!anyMatch(expected, parsed.signatures)) {
           return reject('invalid_signature', 'the signature matches no configured secret')
         }
         const eventId = readEventId(delivery.headers[DELIVERY], DELIVERY)

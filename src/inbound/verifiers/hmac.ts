@@ -1,6 +1,7 @@
 import { z } from 'zod'
 import { parseJsonBody, readEventId, readEventIdAt, stringAt } from './body.js'
 import { secretsField, toleranceField } from './config-fields.js'
+import { parseSignatureHeader } from './signature-header.js'
 import {
   anyMatch,
   checkTolerance,
@@ -128,6 +129,14 @@ export const hmac: Scheme<'hmac', typeof configSchema> = {
       ...(idHeader ? [idHeader] : []),
     ]
     if (config.eventType !== undefined && 'header' in config.eventType) kept.push(config.eventType.header)
+    const signatureFormat = {
+      name: config.header,
+      // Spaces as well as commas: senders differ, and neither can occur inside hex or base64.
+      separator: /[\s,]+/,
+      signaturePrefix: config.prefix,
+      encoding: config.encoding,
+      malformedMessage: `${config.header} must hold ${config.prefix}<${config.encoding}> values`,
+    }
     return {
       verify(delivery): Verification {
         const header = delivery.headers[config.header]
@@ -152,18 +161,8 @@ export const hmac: Scheme<'hmac', typeof configSchema> = {
           if (outside !== undefined) return outside
           timestampText = value
         }
-        const signatures: Buffer[] = []
-        for (const item of header.split(/[\s,]+/)) {
-          if (item === '' || !item.startsWith(config.prefix)) continue
-          const decoded = decodeSignature(item.slice(config.prefix.length), config.encoding)
-          if (decoded !== undefined) signatures.push(decoded)
-        }
-        if (signatures.length === 0) {
-          return reject(
-            'malformed_signature_header',
-            `${config.header} must hold ${config.prefix === '' ? '' : `${config.prefix}`}<${config.encoding}> values`,
-          )
-        }
+        const parsed = parseSignatureHeader(header, signatureFormat)
+        if (parsed.kind === 'rejected') return parsed
         // With {id} in the template the id is part of what is signed, so it is needed to verify.
         const headerId =
           idHeader === undefined ? undefined : readEventId(delivery.headers[idHeader], idHeader)
@@ -180,7 +179,7 @@ export const hmac: Scheme<'hmac', typeof configSchema> = {
           id: typeof headerId === 'string' ? headerId : '',
         })
         const expected = keys.map((key) => computeHmac(config.algorithm, key, ...signed))
-        if (!anyMatch(expected, signatures)) {
+        if (!anyMatch(expected, parsed.signatures)) {
           return reject('invalid_signature', 'the signature matches no configured secret')
         }
         const body = parseJsonBody(delivery.raw)

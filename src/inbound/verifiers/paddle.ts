@@ -1,15 +1,8 @@
 import { z } from 'zod'
 import { parseJsonBody, readEventIdAt, stringAt } from './body.js'
 import { secretsField, toleranceField } from './config-fields.js'
-import {
-  anyMatch,
-  checkTolerance,
-  decodeSignature,
-  hmac,
-  keepHeaders,
-  loadSecrets,
-  parseUnixSeconds,
-} from './signatures.js'
+import { parseSignatureHeader, type SignatureHeaderFormat } from './signature-header.js'
+import { anyMatch, checkTolerance, hmac, keepHeaders, loadSecrets } from './signatures.js'
 import { reject, type Scheme } from './types.js'
 
 /**
@@ -24,6 +17,14 @@ const configSchema = z.object({
 
 const SIGNATURE = 'paddle-signature'
 
+const FORMAT = {
+  name: SIGNATURE,
+  separator: ';',
+  timestampKey: 'ts',
+  signaturePrefix: 'h1=',
+  encoding: 'hex',
+} as const satisfies SignatureHeaderFormat
+
 export const paddle: Scheme<'paddle', typeof configSchema> = {
   name: 'paddle',
   configSchema,
@@ -36,28 +37,9 @@ export const paddle: Scheme<'paddle', typeof configSchema> = {
       verify(delivery) {
         const header = delivery.headers[SIGNATURE]
         if (header === undefined) return reject('missing_signature_headers', `expected a ${SIGNATURE} header`)
-        let timestamp: number | undefined
-        let timestamps = 0
-        const signatures: Buffer[] = []
-        for (const item of header.split(';')) {
-          const equals = item.indexOf('=')
-          if (equals < 0) continue
-          const key = item.slice(0, equals).trim()
-          const value = item.slice(equals + 1).trim()
-          if (key === 'ts') {
-            timestamps += 1
-            timestamp = parseUnixSeconds(value)
-          } else if (key === 'h1') {
-            const decoded = decodeSignature(value, 'hex')
-            if (decoded !== undefined) signatures.push(decoded)
-          }
-        }
-        if (timestamp === undefined || timestamps !== 1 || signatures.length === 0) {
-          return reject(
-            'malformed_signature_header',
-            `${SIGNATURE} must be ts=<unix seconds>;h1=<hex>[;h1=<hex>…]`,
-          )
-        }
+        const parsed = parseSignatureHeader(header, FORMAT)
+        if (parsed.kind === 'rejected') return parsed
+        const { timestamp, signatures } = parsed
         const outside = checkTolerance(timestamp, delivery.now, config.toleranceSeconds, `${SIGNATURE} ts`)
         if (outside !== undefined) return outside
         const expected = secrets.map((key) => hmac('sha256', key, `${timestamp}:`, delivery.raw))

@@ -1,15 +1,8 @@
 import { z } from 'zod'
 import { parseJsonBody, readEventId, readEventIdAt, stringAt } from './body.js'
 import { secretsField, toleranceField } from './config-fields.js'
-import {
-  anyMatch,
-  checkTolerance,
-  decodeSignature,
-  hmac,
-  keepHeaders,
-  loadSecrets,
-  parseUnixSeconds,
-} from './signatures.js'
+import { parseSignatureHeader, type SignatureHeaderFormat } from './signature-header.js'
+import { anyMatch, checkTolerance, hmac, keepHeaders, loadSecrets, parseUnixSeconds } from './signatures.js'
 import { reject, type Scheme, type Verification } from './types.js'
 
 /**
@@ -26,6 +19,13 @@ const configSchema = z.object({
 const SIGNATURE = 'x-slack-signature'
 const TIMESTAMP = 'x-slack-request-timestamp'
 const KEPT = [SIGNATURE, TIMESTAMP, 'x-slack-retry-num', 'x-slack-retry-reason']
+
+const FORMAT = {
+  name: SIGNATURE,
+  separator: ',',
+  signaturePrefix: 'v0=',
+  encoding: 'hex',
+} as const satisfies SignatureHeaderFormat
 
 const decoder = new TextDecoder('utf-8', { fatal: true })
 
@@ -46,19 +46,12 @@ export const slack: Scheme<'slack', typeof configSchema> = {
         const timestamp = parseUnixSeconds(timestampText)
         if (timestamp === undefined)
           return reject('malformed_signature_header', `${TIMESTAMP} must be Unix seconds`)
-        const signatures: Buffer[] = []
-        for (const item of header.split(',')) {
-          const value = item.trim()
-          if (!value.startsWith('v0=')) continue
-          const decoded = decodeSignature(value.slice(3), 'hex')
-          if (decoded !== undefined) signatures.push(decoded)
-        }
-        if (signatures.length === 0)
-          return reject('malformed_signature_header', `${SIGNATURE} must be v0=<hex>`)
+        const parsed = parseSignatureHeader(header, FORMAT)
+        if (parsed.kind === 'rejected') return parsed
         const outside = checkTolerance(timestamp, delivery.now, config.toleranceSeconds, TIMESTAMP)
         if (outside !== undefined) return outside
         const expected = secrets.map((key) => hmac('sha256', key, `v0:${timestamp}:`, delivery.raw))
-        if (!anyMatch(expected, signatures)) {
+        if (!anyMatch(expected, parsed.signatures)) {
           return reject('invalid_signature', 'the signature matches no configured secret')
         }
         const keptHeaders = keepHeaders(delivery.headers, KEPT)

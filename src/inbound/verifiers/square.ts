@@ -1,7 +1,8 @@
 import { z } from 'zod'
 import { parseJsonBody, readEventIdAt, stringAt } from './body.js'
 import { secretsField } from './config-fields.js'
-import { anyMatch, decodeSignature, hmac, keepHeaders, loadSecrets } from './signatures.js'
+import { base64List, parseSignatureHeader } from './signature-header.js'
+import { anyMatch, hmac, keepHeaders, loadSecrets } from './signatures.js'
 import { reject, type Scheme } from './types.js'
 
 /**
@@ -20,6 +21,8 @@ const configSchema = z.object({
 const SIGNATURE = 'x-square-hmacsha256-signature'
 const KEPT = [SIGNATURE, 'square-initial-delivery-timestamp', 'square-retry-number', 'square-retry-reason']
 
+const FORMAT = base64List(SIGNATURE)
+
 export const square: Scheme<'square', typeof configSchema> = {
   name: 'square',
   configSchema,
@@ -32,15 +35,10 @@ export const square: Scheme<'square', typeof configSchema> = {
         const header = delivery.headers[SIGNATURE]
         if (header === undefined)
           return reject('missing_signature_headers', `expected an ${SIGNATURE} header`)
-        const signatures: Buffer[] = []
-        for (const item of header.split(',')) {
-          const decoded = decodeSignature(item.trim(), 'base64')
-          if (decoded !== undefined) signatures.push(decoded)
-        }
-        if (signatures.length === 0)
-          return reject('malformed_signature_header', `${SIGNATURE} must be base64`)
+        const parsed = parseSignatureHeader(header, FORMAT)
+        if (parsed.kind === 'rejected') return parsed
         const expected = secrets.map((key) => hmac('sha256', key, config.notificationUrl, delivery.raw))
-        if (!anyMatch(expected, signatures)) {
+        if (!anyMatch(expected, parsed.signatures)) {
           return reject('invalid_signature', 'the signature matches no configured key and notification URL')
         }
         const body = parseJsonBody(delivery.raw)

@@ -1,15 +1,8 @@
 import { z } from 'zod'
 import { parseJsonBody, readEventIdAt } from './body.js'
 import { secretsField, toleranceField } from './config-fields.js'
-import {
-  anyMatch,
-  checkTolerance,
-  decodeSignature,
-  hmac,
-  keepHeaders,
-  loadSecrets,
-  parseUnixSeconds,
-} from './signatures.js'
+import { parseSignatureHeader, type SignatureHeaderFormat } from './signature-header.js'
+import { anyMatch, checkTolerance, hmac, keepHeaders, loadSecrets } from './signatures.js'
 import { ConfigError, reject, type Scheme } from './types.js'
 
 /**
@@ -23,6 +16,18 @@ const configSchema = z.object({
 })
 
 const HEADER = 'stripe-signature'
+
+/**
+ * `t` and every `v1`. `v0` and unknown schemes are ignored, never verified: accepting a weaker scheme
+ * the sender also lists would let an attacker downgrade to it.
+ */
+const FORMAT = {
+  name: HEADER,
+  separator: ',',
+  timestampKey: 't',
+  signaturePrefix: 'v1=',
+  encoding: 'hex',
+} as const satisfies SignatureHeaderFormat
 
 export const stripe: Scheme<'stripe', typeof configSchema> = {
   name: 'stripe',
@@ -42,13 +47,8 @@ export const stripe: Scheme<'stripe', typeof configSchema> = {
       verify(delivery) {
         const header = delivery.headers[HEADER]
         if (header === undefined) return reject('missing_signature_headers', `expected a ${HEADER} header`)
-        const parsed = parseHeader(header)
-        if (parsed === undefined) {
-          return reject(
-            'malformed_signature_header',
-            `${HEADER} must be t=<unix seconds>,v1=<hex>[,v1=<hex>…]`,
-          )
-        }
+        const parsed = parseSignatureHeader(header, FORMAT)
+        if (parsed.kind === 'rejected') return parsed
         const outside = checkTolerance(parsed.timestamp, delivery.now, config.toleranceSeconds, `${HEADER} t`)
         if (outside !== undefined) return outside
         const expected = secrets.map((key) => hmac('sha256', key, `${parsed.timestamp}.`, delivery.raw))
@@ -75,29 +75,4 @@ export const stripe: Scheme<'stripe', typeof configSchema> = {
     )
     return { 'stripe-signature': [`t=${timestamp}`, ...signatures].join(',') }
   },
-}
-
-/**
- * Reads `t` and every `v1`. `v0` and unknown schemes are ignored, never verified: accepting a weaker
- * scheme the sender also lists would let an attacker downgrade to it.
- */
-function parseHeader(header: string): { timestamp: number; signatures: Buffer[] } | undefined {
-  let timestamp: number | undefined
-  const signatures: Buffer[] = []
-  for (const item of header.split(',')) {
-    const equals = item.indexOf('=')
-    if (equals < 0) continue
-    const key = item.slice(0, equals).trim()
-    const value = item.slice(equals + 1).trim()
-    if (key === 't') {
-      if (timestamp !== undefined) return undefined
-      timestamp = parseUnixSeconds(value)
-      if (timestamp === undefined) return undefined
-    } else if (key === 'v1') {
-      const decoded = decodeSignature(value, 'hex')
-      if (decoded !== undefined) signatures.push(decoded)
-    }
-  }
-  if (timestamp === undefined || signatures.length === 0) return undefined
-  return { timestamp, signatures }
 }

@@ -75,6 +75,8 @@ export interface Scheme<Name extends string, Schema extends z.ZodType> {
   sign(config: z.infer<Schema>, secrets: readonly string[], input: SigningInput): Record<string, string>
 }
 
-export function reject(code: RejectionCode, message: string): Verification {
+export type Rejection = Extract<Verification, { kind: 'rejected' }>
+
+export function reject(code: RejectionCode, message: string): Rejection {
   return { kind: 'rejected', code, message }
 }

@@ -1,0 +1,112 @@
+import { spawn } from 'node:child_process'
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { beforeAll, describe, expect, it } from 'vitest'
+
+// Operator mistakes end the CLI with one line on stderr and a non-zero exit status, never a stack
+// trace; a fault of ours (here: a database that does not answer) still prints its stack.
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+const CLI = 'src/cli/main.ts'
+// Nothing listens on port 1: commands that stop at their arguments never notice, the rest fail.
+const UNREACHABLE_DATABASE = 'postgres://hookledger@127.0.0.1:1/none'
+
+const directory = mkdtempSync(join(tmpdir(), 'hookledger-cli-errors-'))
+const configPath = join(directory, 'hookledger.config.json')
+writeFileSync(
+  configPath,
+  JSON.stringify({ sources: [{ id: 'acme', verify: { scheme: 'github', secrets: ['s3cret'] } }] }),
+)
+
+/** Runs the CLI as a child process; children run at once, since each spends seconds compiling. */
+function runCli(args: string[], env: Record<string, string> = {}) {
+  return new Promise<{ status: number | null; stderr: string }>((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'silent', HOOKLEDGER_CONFIG: configPath, ...env },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    })
+    let stderr = ''
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString()
+    })
+    child.on('close', (status) => resolve({ status, stderr }))
+  })
+}
+
+const MISTAKES: {
+  name: string
+  args: string[]
+  env?: Record<string, string>
+  status: number
+  says: RegExp
+}[] = [
+  { name: 'an unknown command', args: ['launch'], status: 2, says: /unknown command 'launch'/ },
+  { name: 'an unknown flag', args: ['serve', '--rol', 'api'], status: 2, says: /--rol/ },
+  {
+    name: 'approvals decide without --by',
+    args: ['approvals', 'decide', 'apr_1', '--decision', 'abandon'],
+    env: { DATABASE_URL: UNREACHABLE_DATABASE },
+    status: 2,
+    says: /needs an ID, --decision retry\|record_success\|abandon and --by NAME/,
+  },
+  {
+    name: 'evidence that is not JSON',
+    args: ['approvals', 'decide', 'apr_1', '--decision', 'record_success', '--by', 'dee', '--evidence', '{'],
+    env: { DATABASE_URL: UNREACHABLE_DATABASE },
+    status: 2,
+    says: /--evidence is not JSON/,
+  },
+  {
+    name: 'a fixture file that is not there',
+    args: ['sign', '--source', 'acme', join(directory, 'missing.json')],
+    status: 1,
+    says: /cannot read .*missing\.json: ENOENT/,
+  },
+  {
+    name: 'a config file that is not there',
+    args: ['sign', '--source', 'acme', 'fixtures/github/push.json'],
+    env: { HOOKLEDGER_CONFIG: join(directory, 'nope.json') },
+    status: 1,
+    says: /cannot read config file .*nope\.json: ENOENT/,
+  },
+  {
+    name: 'several bad environment variables, on one line',
+    args: ['migrate'],
+    env: { DATABASE_URL: 'mysql://x', PORT: 'many' },
+    status: 1,
+    says: /invalid environment: DATABASE_URL: must be a postgres:\/\/ URL; PORT: /,
+  },
+]
+
+const FAULT = { args: ['approvals', 'list'], env: { DATABASE_URL: UNREACHABLE_DATABASE } }
+let results: { status: number | null; stderr: string }[] = []
+let fault: { status: number | null; stderr: string }
+
+beforeAll(async () => {
+  ;[fault, ...results] = await Promise.all([
+    runCli(FAULT.args, FAULT.env),
+    ...MISTAKES.map((mistake) => runCli(mistake.args, mistake.env)),
+  ])
+}, 120_000)
+
+describe('the CLI reports an operator mistake in one line', () => {
+  MISTAKES.forEach((mistake, index) => {
+    it(mistake.name, () => {
+      const { status, stderr } = results[index] ?? { status: null, stderr: '' }
+      expect(status).toBe(mistake.status)
+      expect(stderr).toMatch(mistake.says)
+      expect(stderr.trimEnd().split('\n')).toHaveLength(1)
+      expect(stderr).toMatch(/^hookledger[ :]/)
+      expect(stderr).not.toMatch(/\n\s+at /)
+    })
+  })
+
+  it('a fault that is not a mistake (the database does not answer) still prints its stack', () => {
+    expect(fault.status).toBe(1)
+    expect(fault.stderr).toMatch(/^hookledger: Error: Failed query: select/)
+    expect(fault.stderr).toMatch(/\n\s+at /)
+  })
+})
