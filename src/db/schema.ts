@@ -62,6 +62,9 @@ export const inboundEvents = pgTable(
     index('inbound_events_unqueued_idx')
       .on(t.receivedAt)
       .where(sql`${t.enqueuedAt} is null and ${t.status} = 'pending'`),
+    // The admin page's payload search (`data.object.customer = cus_123`): the body parsed by
+    // hookledger_body_json (migration 0004; NULL for a body that is not JSON), one entry per leaf.
+    index('inbound_events_body_json_idx').using('gin', sql`hookledger_body_json(${t.body}) jsonb_path_ops`),
   ],
 )
 
@@ -119,4 +122,20 @@ export const inboundConflicts = pgTable(
     receivedAt: timestamptz('received_at').notNull().defaultNow(),
   },
   (t) => [index('inbound_conflicts_source_event_idx').on(t.source, t.eventId)],
+)
+
+/**
+ * Admin page logins. The cookie names a row; logout revokes it, so a copied cookie stops working
+ * at once instead of lasting out its 12 hours.
+ */
+export const adminSessions = pgTable(
+  'admin_sessions',
+  {
+    id: uuid('id').primaryKey(),
+    name: text('name').notNull(),
+    createdAt: timestamptz('created_at').notNull().defaultNow(),
+    expiresAt: timestamptz('expires_at').notNull(),
+    revokedAt: timestamptz('revoked_at'),
+  },
+  (t) => [index('admin_sessions_expires_idx').on(t.expiresAt)],
 )
