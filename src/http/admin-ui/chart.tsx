@@ -38,9 +38,9 @@ export const DeliveryChart: FC<{
 }> = ({ bars, labelEvery, compact = false, unit }) => {
   const width = compact ? 240 : 960
   const height = compact ? 40 : 220
-  const left = compact ? 0 : 44
+  const left = compact ? 0 : 60
   const bottom = compact ? 0 : 22
-  const top = compact ? 2 : 10
+  const top = compact ? 2 : 18
   const plotWidth = width - left - (compact ? 0 : 8)
   const plotHeight = height - top - bottom
   const max = niceCeiling(Math.max(0, ...bars.map((b) => b.done + b.inFlight + b.failed)))

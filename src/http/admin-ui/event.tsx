@@ -51,7 +51,7 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations }) => {
       <div class="grid2">
         <section>
           <h2>Headers</h2>
-          <table>
+          <table class="headers">
             <tbody>
               {Object.entries(event.headers).map(([name, value]) => (
                 <tr>

@@ -25,7 +25,7 @@ th { background:#f0f2f5; font-weight:600; font-size:12px; color:var(--muted); te
 tr:last-child td { border-bottom:0; }
 table.facts th { width:200px; text-transform:none; font-size:13px; }
 td.mono, .mono { font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; font-size:13px; }
-h1 .mono { font-size:inherit; }
+h1 .mono, h1.mono { font-size:inherit; }
 td.err { color:var(--bad); max-width:360px; overflow-wrap:anywhere; }
 pre { background:#0f172a; color:#e2e8f0; padding:12px 14px; border-radius:6px; overflow:auto; max-height:420px;
   font:12.5px/1.5 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; margin:0; }
@@ -52,6 +52,8 @@ form.filters > a { align-self:center; }
 .pager { display:flex; gap:16px; margin:12px 0; }
 .card { background:var(--card); border:1px solid var(--line); border-radius:6px; padding:16px; margin-bottom:20px; }
 .grid2 { display:grid; grid-template-columns:1fr 1fr; gap:16px; }
+/* A grid column may shrink below its content's width: a wide table or body scrolls inside it. */
+.grid2 > * { min-width:0; }
 .decisions { display:grid; grid-template-columns:repeat(3,1fr); gap:12px; margin-top:14px; align-items:start; }
 .decisions form { border:1px solid var(--line); border-radius:6px; padding:12px; display:flex; flex-direction:column; gap:8px; }
 .decisions form.proposed { border-color:var(--accent); box-shadow:0 0 0 1px var(--accent) inset; }
@@ -78,6 +80,11 @@ pre.excerpt { max-height:120px; white-space:pre-wrap; overflow-wrap:anywhere; fo
   .grid2, .decisions { grid-template-columns:1fr; }
   table { display:block; overflow-x:auto; }
   table.facts th { width:auto; }
+  table.facts td { overflow-wrap:anywhere; }
+  td.mono { white-space:nowrap; }
+  table.facts td.mono, table.headers td.mono { white-space:normal; }
+  /* The chart scales down to the screen; its labels are drawn larger so they stay readable. */
+  svg.chart text { font-size:26px; }
   td.err { max-width:none; min-width:200px; }
 }
 `
