@@ -57,8 +57,9 @@ export const inboundEvents = pgTable(
     // The claim: concurrent deliveries of one event race on this index, never on a prior SELECT.
     uniqueIndex('inbound_events_source_event_id_uq').on(t.source, t.eventId),
     index('inbound_events_status_received_idx').on(t.status, t.receivedAt),
-    // The admin page's keyset paging, newest first, over all statuses.
-    index('inbound_events_received_id_idx').on(t.receivedAt, t.id),
+    // The admin page's keyset paging, newest first, over all statuses (received_at, id), and its
+    // overview's time windows: the other columns let those read the index alone (migration 0004).
+    index('inbound_events_received_overview_idx').on(t.receivedAt, t.id, t.source, t.status, t.processedAt),
     index('inbound_events_unqueued_idx')
       .on(t.receivedAt)
       .where(sql`${t.enqueuedAt} is null and ${t.status} = 'pending'`),

@@ -150,6 +150,13 @@ const Page: FC<PropsWithChildren<PageProps>> = (props) => (
                   Log out
                 </button>
               </form>
+              <form method="post" action="/admin/logout">
+                <CsrfField token={props.user.csrf} />
+                <input type="hidden" name="everywhere" value="yes" />
+                <button class="link" type="submit" title="Ends every admin session, on every browser">
+                  everywhere
+                </button>
+              </form>
             </div>
           </>
         )}
