@@ -57,11 +57,15 @@ export const inboundEvents = pgTable(
     // The claim: concurrent deliveries of one event race on this index, never on a prior SELECT.
     uniqueIndex('inbound_events_source_event_id_uq').on(t.source, t.eventId),
     index('inbound_events_status_received_idx').on(t.status, t.receivedAt),
-    // The admin page's keyset paging, newest first, over all statuses.
-    index('inbound_events_received_id_idx').on(t.receivedAt, t.id),
+    // The admin page's keyset paging, newest first, over all statuses (received_at, id), and its
+    // overview's time windows: the other columns let those read the index alone (migration 0004).
+    index('inbound_events_received_overview_idx').on(t.receivedAt, t.id, t.source, t.status, t.processedAt),
     index('inbound_events_unqueued_idx')
       .on(t.receivedAt)
       .where(sql`${t.enqueuedAt} is null and ${t.status} = 'pending'`),
+    // The admin page's payload search (`data.object.customer = cus_123`): the body parsed by
+    // hookledger_body_json (migration 0004; NULL for a body that is not JSON), one entry per leaf.
+    index('inbound_events_body_json_idx').using('gin', sql`hookledger_body_json(${t.body}) jsonb_path_ops`),
   ],
 )
 
@@ -119,4 +123,20 @@ export const inboundConflicts = pgTable(
     receivedAt: timestamptz('received_at').notNull().defaultNow(),
   },
   (t) => [index('inbound_conflicts_source_event_idx').on(t.source, t.eventId)],
+)
+
+/**
+ * Admin page logins. The cookie names a row; logout revokes it, so a copied cookie stops working
+ * at once instead of lasting out its 12 hours.
+ */
+export const adminSessions = pgTable(
+  'admin_sessions',
+  {
+    id: uuid('id').primaryKey(),
+    name: text('name').notNull(),
+    createdAt: timestamptz('created_at').notNull().defaultNow(),
+    expiresAt: timestamptz('expires_at').notNull(),
+    revokedAt: timestamptz('revoked_at'),
+  },
+  (t) => [index('admin_sessions_expires_idx').on(t.expiresAt)],
 )

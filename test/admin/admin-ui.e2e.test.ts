@@ -17,7 +17,7 @@ const TOKEN = 'admin-token-for-the-browser-test'
 const OPERATOR = 'e2e-operator'
 const CHROMIUM = '/usr/bin/chromium'
 // Set to a directory to keep a screenshot of every page (for looking at the layout, not committed).
-const SCREENSHOTS = process.env.ADMIN_UI_SCREENSHOTS
+const SCREENSHOTS = process.env.HOOKLEDGER_SCREENSHOTS_DIR
 
 let running: TestService
 let browser: Browser
@@ -103,7 +103,9 @@ async function shot(page: Page, name: string) {
 }
 
 describe('the admin page in Chromium', () => {
-  it('logs in, filters to FAILED, replays an event, and decides an approval', async () => {
+  it('logs in, filters to FAILED, replays an event, and decides an approval', {
+    timeout: 90_000,
+  }, async () => {
     const db = running.database.db
     const failing = await deliver('evt_e2e_fail', 'order.paid')
     await deliver('evt_e2e_ok', 'order.shipped')
@@ -139,10 +141,13 @@ describe('the admin page in Chromium', () => {
 
       inventoryUp = true
       await page.getByRole('button', { name: 'Replay', exact: true }).click()
-      await page.waitForURL(`**/admin/events/${failing}?notice=replayed`)
+      await page.waitForURL(`**/admin/events/${failing}`)
+      expect(await page.textContent('.notice')).toContain('Replayed: the event is PENDING again')
       await until('the replayed event to be DONE', event, (row) => row?.status === 'done')
+      // The notice was for the click; a reload shows the page as it is now, without it.
       await page.reload()
       await shot(page, 'event-replayed')
+      expect(await page.locator('.notice').count()).toBe(0)
       expect(await page.textContent('body')).toContain('replay 1')
 
       // The ledger afterwards: a new round of attempts beside the old one, who replayed it, and the
@@ -173,7 +178,7 @@ describe('the admin page in Chromium', () => {
       const card = page.locator('section.card', { hasText: 'acme:evt_e2e_charge:charge' })
       expect(await card.textContent()).toContain('"matches": 0')
       await card.getByRole('button', { name: 'Retry' }).click()
-      await page.waitForURL('**/admin/approvals?notice=decided')
+      await page.waitForURL('**/admin/approvals')
       expect(await page.textContent('body')).toContain('Decision recorded.')
 
       const [decided] = await db.select().from(approvals).where(eq(approvals.id, approval.id))
@@ -192,14 +197,98 @@ describe('the admin page in Chromium', () => {
       expect(audit.map((a) => a.actor)).toEqual([`human:${OPERATOR}`])
 
       await page.getByRole('link', { name: 'Operations' }).click()
+      await page.selectOption('select[name=status]', 'all')
+      await page.getByRole('button', { name: 'Show' }).click()
+      await page.waitForURL('**/admin/operations?status=all')
       await shot(page, 'operations')
+      await page.getByRole('link', { name: 'acme:evt_e2e_charge:charge' }).click()
+      await page.waitForURL(`**/admin/operations/${approval.operationId}`)
+      expect(await page.textContent('body')).toContain('decided_retry')
+      await shot(page, 'operation')
       await page.getByRole('link', { name: 'Queues' }).click()
       await page.waitForURL('**/admin/queues**')
       // The board is a JavaScript app: its queue names appear only once its bundle loaded and ran.
       await page.getByText('inbound-events').first().waitFor({ timeout: 15_000 })
       await shot(page, 'queues')
+      // The board's own header has the way back, in the menu of its last icon.
+      await page.locator('header ul li').last().click()
+      await page.getByText('« Admin page').first().waitFor()
+      await shot(page, 'queues-menu')
+    } finally {
+      await page.close()
+    }
+  })
+
+  it('finds events by id and by payload field, draws the overview, and fits a 420 px screen', {
+    timeout: 90_000,
+  }, async () => {
+    const found = await deliver('evt_e2e_search', 'order.searched')
+    await deliver('evt_e2e_other', 'order.shipped')
+    const db = running.database.db
+    const event = async () => (await db.select().from(inboundEvents).where(eq(inboundEvents.id, found)))[0]
+    await until('the searched event to be DONE', event, (row) => row?.status === 'done')
+    const page = await browser.newPage({ viewport: { width: 1360, height: 900 } })
+    try {
+      await logIn(page)
+      expect(await page.evaluate('document.compatMode')).toBe('CSS1Compat')
+      await page.fill('input[name=event_id]', 'evt_e2e_search')
+      await page.getByRole('button', { name: 'Filter' }).click()
+      await page.waitForURL('**/admin/events?*event_id=evt_e2e_search*')
+      expect(await page.locator('tbody tr').count()).toBe(1)
+      await shot(page, 'search-event-id')
+
+      await page.goto(`${running.url}/admin/events`)
+      await page.fill('input[name=payload]', 'type = order.searched')
+      await page.getByRole('button', { name: 'Filter' }).click()
+      await page.waitForURL('**/admin/events?*payload=*')
+      expect(await page.locator('tbody tr').count()).toBe(1)
+      expect(await page.textContent('tbody')).toContain('evt_e2e_search')
+      await page.fill('input[name=payload]', 'data.items.0.sku = A-1')
+      await page.getByRole('button', { name: 'Filter' }).click()
+      await page.waitForURL('**/admin/events?*payload=data.items*')
+      // Every delivery of this file carries that item.
+      expect(await page.locator('tbody tr').count()).toBeGreaterThanOrEqual(2)
+      await shot(page, 'search-payload')
+
+      await page.getByRole('link', { name: 'Overview' }).click()
+      await page.waitForURL(/\/admin$/)
+      expect(await page.locator('svg.chart').count()).toBeGreaterThanOrEqual(2)
+      expect(await page.textContent('body')).toContain('Latency p99')
+      await shot(page, 'overview')
+      await page.getByRole('link', { name: '30 s' }).click()
+      await page.waitForURL('**/admin?refresh=30')
+      expect(await page.locator('meta[http-equiv=refresh]').getAttribute('content')).toBe('30')
+      await page.getByRole('link', { name: 'Last day' }).click()
+      await page.waitForURL('**/admin?window=day&refresh=30')
+      await shot(page, 'overview-day')
+
+      // A phone: the header spans the screen and nothing makes the page itself scroll sideways.
+      await page.setViewportSize({ width: 420, height: 900 })
+      for (const [path, name] of [
+        ['/admin', 'narrow-overview'],
+        ['/admin/events', 'narrow-events'],
+        [`/admin/events/${found}`, 'narrow-event'],
+        ['/admin/approvals', 'narrow-approvals'],
+      ] as const) {
+        await page.goto(`${running.url}${path}`)
+        // A string: the test's TypeScript has no DOM types; this runs in the page.
+        const widths = await page.evaluate(`({
+          page: document.documentElement.scrollWidth,
+          header: document.querySelector('header.top').getBoundingClientRect().width,
+        })`)
+        expect(widths, path).toEqual({ page: 420, header: 420 })
+        await shot(page, name)
+      }
     } finally {
       await page.close()
     }
   })
 })
+
+async function logIn(page: Page) {
+  await page.goto(`${running.url}/admin/login`)
+  await page.fill('input[name=name]', OPERATOR)
+  await page.fill('input[name=token]', TOKEN)
+  await page.getByRole('button', { name: 'Log in' }).click()
+  await page.waitForURL('**/admin/events')
+}

@@ -47,6 +47,13 @@ async function page(path: string, cookie: string) {
   return { status: response.status, html: await response.text(), response }
 }
 
+/** The one-shot notice cookie a POST's redirect leaves for the next page. */
+function flashOf(response: Response): string {
+  const cookie = (response.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
+  expect(cookie).toMatch(/^hl_notice=/)
+  return cookie
+}
+
 function csrfOf(html: string): string {
   const match = /name="_csrf" value="([^"]+)"/.exec(html)
   if (match?.[1] === undefined) throw new Error('no CSRF field on the page')
@@ -388,13 +395,14 @@ describe('replay', () => {
     const csrf = csrfOf((await page(`/admin/events/${id}`, cookie)).html)
     const response = await post(stack.app, `/admin/events/${id}/replay`, { _csrf: csrf }, { cookie })
     expect(response.status).toBe(303)
-    expect(response.headers.get('location')).toBe(`/admin/events/${id}?notice=replayed`)
+    expect(response.headers.get('location')).toBe(`/admin/events/${id}`)
+    const notice = flashOf(response)
     expect(await eventRow(id)).toMatchObject({ status: 'pending', attempts: 0, replays: 1, lastError: null })
     expect(
       await stack.database.db.select().from(eventReplays).where(eq(eventReplays.eventRowId, id)),
     ).toEqual([expect.objectContaining({ replay: 1, by: 'ana', previousAttempts: 3, previousError: 'boom' })])
     expect(await stack.queue.getJobState(jobId)).toBe('waiting')
-    const after = await page(`/admin/events/${id}?notice=replayed`, cookie)
+    const after = await page(`/admin/events/${id}`, `${cookie}; ${notice}`)
     expect(after.html).toContain('Replayed: the event is PENDING again')
     expect(after.html).not.toContain('>Replay</button>')
 
@@ -439,12 +447,12 @@ describe('replay', () => {
       { cookie },
     )
     expect(response.status).toBe(303)
-    expect(response.headers.get('location')).toBe('/admin/events?source=bulk&type=x&notice=bulk_replayed&n=3')
+    expect(response.headers.get('location')).toBe('/admin/events?source=bulk&type=x')
     for (const id of matching) expect(await eventRow(id)).toMatchObject({ status: 'pending', replays: 1 })
     expect(await eventRow(otherType)).toMatchObject({ status: 'failed', replays: 0 })
     expect(await eventRow(done)).toMatchObject({ status: 'done', replays: 0 })
     for (const id of matching) expect(await stack.queue.getJobState(processEventJobId(id))).toBe('waiting')
-    const { html } = await page('/admin/events?source=bulk&type=x&notice=bulk_replayed&n=3', cookie)
+    const { html } = await page('/admin/events?source=bulk&type=x', `${cookie}; ${flashOf(response)}`)
     expect(html).toContain('Replayed 3 FAILED events')
     // 'bulk' is not a configured source, yet the filter keeps it selected.
     expect(html).toContain('<option value="bulk" selected="">bulk</option>')
@@ -544,7 +552,8 @@ describe('operations and approvals', () => {
       { cookie },
     )
     expect(ok.status).toBe(303)
-    expect(ok.headers.get('location')).toBe('/admin/approvals?notice=decided')
+    expect(ok.headers.get('location')).toBe('/admin/approvals')
+    expect((await page('/admin/approvals', `${cookie}; ${flashOf(ok)}`)).html).toContain('Decision recorded.')
     expect(await state()).toEqual({ op: 'completed', approval: 'decided', by: 'dee' })
     const [op] = await stack.database.db
       .select()

@@ -1,6 +1,7 @@
 import { Hono } from 'hono'
 import { z } from 'zod'
 import type { Database } from '../../db/client.js'
+import { findOperationDetail } from '../../db/operation-queries.js'
 import { operationStatus } from '../../db/outbound-schema.js'
 import {
   type ApprovalView,
@@ -14,7 +15,8 @@ import { ApprovalsPage } from './approvals.js'
 import { describeIssues } from './filters.js'
 import { type AdminEnv, requireCsrfToken } from './guard.js'
 import { MessagePage } from './layout.js'
-import { noticeOf } from './notices.js'
+import { flashNotice, takeNotice } from './notices.js'
+import { OperationPage } from './operation.js'
 import { OperationsPage } from './operations.js'
 import type { AdminSessions } from './session.js'
 
@@ -23,8 +25,9 @@ const OPERATIONS_SHOWN = 200
 const uuid = z.uuid()
 const BACK = { href: '/admin/approvals', label: '« Approvals' }
 
+// Unknown outcomes by default: they are what a person has to look at; 'all' lists every status.
 const operationsQuery = z.object({
-  status: z.enum(operationStatus.enumValues).default('needs_reconciliation'),
+  status: z.enum([...operationStatus.enumValues, 'all']).default('needs_reconciliation'),
 })
 
 // Empty fields are absent: a form sends every field, filled or not.
@@ -48,18 +51,31 @@ export function approvalRoutes(deps: { db: Database; sessions: AdminSessions }) 
         const title = `Bad filter: ${describeIssues(parsed.error)}`
         return c.html(<MessagePage props={{ title, user, section: 'operations' }} />, 400)
       }
+      const status = parsed.data.status
       const operations = await listOperations(deps.db, {
-        status: parsed.data.status,
+        status: status === 'all' ? undefined : status,
         limit: OPERATIONS_SHOWN,
       })
       return c.html(
         <OperationsPage
           page={{ title: 'Operations', user, section: 'operations' }}
-          status={parsed.data.status}
+          status={status}
           operations={operations}
           limit={OPERATIONS_SHOWN}
         />,
       )
+    })
+    .get('/operations/:id', async (c) => {
+      const user = { name: c.get('session').name, csrf: c.get('csrf') }
+      const id = c.req.param('id')
+      const detail = uuid.safeParse(id).success ? await findOperationDetail(deps.db, id) : undefined
+      if (detail === undefined) {
+        const back = { href: '/admin/operations?status=all', label: '« All operations' }
+        const props = { title: 'No operation has that id', user, section: 'operations' as const }
+        return c.html(<MessagePage props={props} back={back} />, 404)
+      }
+      const title = detail.operation.operationKey
+      return c.html(<OperationPage page={{ title, user, section: 'operations' }} detail={detail} />)
     })
     .get('/approvals', async (c) => {
       const user = { name: c.get('session').name, csrf: c.get('csrf') }
@@ -72,7 +88,7 @@ export function approvalRoutes(deps: { db: Database; sessions: AdminSessions }) 
       const decided = await listApprovals(deps.db, { status: 'decided', limit: 20 })
       return c.html(
         <ApprovalsPage
-          page={{ title: 'Approvals', user, section: 'approvals', notice: noticeOf(c.req.query()) }}
+          page={{ title: 'Approvals', user, section: 'approvals', notice: takeNotice(c) }}
           pending={pending}
           decided={decided}
         />,
@@ -103,7 +119,8 @@ export function approvalRoutes(deps: { db: Database; sessions: AdminSessions }) 
       })
       switch (outcome.kind) {
         case 'decided':
-          return c.redirect('/admin/approvals?notice=decided', 303)
+          flashNotice(c, 'decided')
+          return c.redirect('/admin/approvals', 303)
         case 'not_found':
           return message('No approval has that id.', 404)
         case 'already_decided':

@@ -1,4 +1,4 @@
-import { Hono } from 'hono'
+import { type Context, Hono } from 'hono'
 import { z } from 'zod'
 import type { Database } from '../../db/client.js'
 import { findEvent, listEvents } from '../../db/event-queries.js'
@@ -12,7 +12,7 @@ import { EventsPage } from './events.js'
 import { describeIssues, eventsQuery, filterOf, filterParams } from './filters.js'
 import { type AdminEnv, requireCsrfToken } from './guard.js'
 import { MessagePage } from './layout.js'
-import { noticeOf } from './notices.js'
+import { flashNotice, takeNotice } from './notices.js'
 import type { AdminSessions } from './session.js'
 
 const PAGE_SIZE = 50
@@ -29,11 +29,11 @@ export interface EventRouteDependencies {
 
 /** `/admin/events…`: the list, one event, and replays (one, or the FAILED rows of a filter). */
 export function eventRoutes(deps: EventRouteDependencies) {
-  const page = (title: string, user: { name: string; csrf: string }, query: Record<string, string>) => ({
+  const page = (title: string, user: { name: string; csrf: string }, c?: Context) => ({
     title,
     user,
     section: 'events' as const,
-    notice: noticeOf(query),
+    notice: c === undefined ? undefined : takeNotice(c),
   })
 
   /** Hands replayed rows to the queue; if Redis does not take them now, the relay will. */
@@ -56,10 +56,7 @@ export function eventRoutes(deps: EventRouteDependencies) {
       const parsed = eventsQuery.safeParse(c.req.query())
       if (!parsed.success) {
         return c.html(
-          <MessagePage
-            props={page(`Bad filter: ${describeIssues(parsed.error)}`, user, {})}
-            back={ALL_EVENTS}
-          />,
+          <MessagePage props={page(`Bad filter: ${describeIssues(parsed.error)}`, user)} back={ALL_EVENTS} />,
           400,
         )
       }
@@ -70,7 +67,7 @@ export function eventRoutes(deps: EventRouteDependencies) {
       })
       return c.html(
         <EventsPage
-          page={page('Events', user, c.req.query())}
+          page={page('Events', user, c)}
           filter={filter}
           sources={deps.sources}
           events={events}
@@ -84,21 +81,14 @@ export function eventRoutes(deps: EventRouteDependencies) {
       const { _csrf, ...fields } = c.get('form')
       const parsed = eventsQuery.safeParse(fields)
       if (!parsed.success) {
-        return c.html(
-          <MessagePage props={page(`Bad filter: ${describeIssues(parsed.error)}`, user, {})} />,
-          400,
-        )
+        return c.html(<MessagePage props={page(`Bad filter: ${describeIssues(parsed.error)}`, user)} />, 400)
       }
       const filter = filterOf(parsed.data)
       const ids = await replayFailedEvents(deps.db, filter, user.name)
       const queued = ids.length === 0 || (await requeue(ids))
-      const notice = queued ? 'bulk_replayed' : 'replayed_later'
+      flashNotice(c, queued ? 'bulk_replayed' : 'replayed_later', ids.length)
       // Without the status: the replayed rows are PENDING now, and that is what the person wants to see.
-      const params = new URLSearchParams([
-        ...filterParams({ ...filter, status: undefined }),
-        ['notice', notice],
-        ['n', String(ids.length)],
-      ])
+      const params = new URLSearchParams(filterParams({ ...filter, status: undefined }))
       return c.redirect(`/admin/events?${params}`, 303)
     })
     .get('/:id', async (c) => {
@@ -106,7 +96,7 @@ export function eventRoutes(deps: EventRouteDependencies) {
       const id = c.req.param('id')
       const detail = uuid.safeParse(id).success ? await findEvent(deps.db, id) : undefined
       if (detail === undefined) {
-        return c.html(<MessagePage props={page('No event has that id', user, {})} back={ALL_EVENTS} />, 404)
+        return c.html(<MessagePage props={page('No event has that id', user)} back={ALL_EVENTS} />, 404)
       }
       const operations = await listOperationsByKeyPrefix(
         deps.db,
@@ -114,7 +104,7 @@ export function eventRoutes(deps: EventRouteDependencies) {
       )
       return c.html(
         <EventPage
-          page={page(`${detail.event.source} ${detail.event.eventId}`, user, c.req.query())}
+          page={page(`${detail.event.source} ${detail.event.eventId}`, user, c)}
           detail={detail}
           operations={operations}
         />,
@@ -128,8 +118,8 @@ export function eventRoutes(deps: EventRouteDependencies) {
         : ({ kind: 'not_found' } as const)
       switch (outcome.kind) {
         case 'replayed': {
-          const notice = (await requeue([id])) ? 'replayed' : 'replayed_later'
-          return c.redirect(`/admin/events/${id}?notice=${notice}`, 303)
+          flashNotice(c, (await requeue([id])) ? 'replayed' : 'replayed_later')
+          return c.redirect(`/admin/events/${id}`, 303)
         }
         case 'not_failed':
           return c.html(
@@ -137,14 +127,13 @@ export function eventRoutes(deps: EventRouteDependencies) {
               props={page(
                 `This event is ${outcome.status.toUpperCase()}: only FAILED events can be replayed. Nothing changed.`,
                 user,
-                {},
               )}
               back={{ href: `/admin/events/${id}`, label: '« Back to the event' }}
             />,
             409,
           )
         case 'not_found':
-          return c.html(<MessagePage props={page('No event has that id', user, {})} back={ALL_EVENTS} />, 404)
+          return c.html(<MessagePage props={page('No event has that id', user)} back={ALL_EVENTS} />, 404)
       }
     })
 }

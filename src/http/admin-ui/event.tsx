@@ -1,7 +1,8 @@
 import type { FC } from 'hono/jsx'
 import type { EventDetail } from '../../db/event-queries.js'
 import type { OperationRow } from '../../outbound/store.js'
-import { Badge, CsrfField, Layout, type PageProps, utc } from './layout.js'
+import { Badge, CsrfField, LastError, Layout, type PageProps, utc } from './layout.js'
+import { duration } from './operation.js'
 
 export interface EventPageProps {
   page: PageProps & { user: { name: string; csrf: string } }
@@ -50,7 +51,7 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations }) => {
       <div class="grid2">
         <section>
           <h2>Headers</h2>
-          <table>
+          <table class="headers">
             <tbody>
               {Object.entries(event.headers).map(([name, value]) => (
                 <tr>
@@ -82,7 +83,7 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations }) => {
               <th>#</th>
               <th>Outcome</th>
               <th>Started</th>
-              <th>Finished</th>
+              <th>Duration</th>
               <th>Response</th>
               <th>Error</th>
             </tr>
@@ -96,9 +97,16 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations }) => {
                   <Badge status={a.outcome} />
                 </td>
                 <td class="mono">{utc(a.startedAt)}</td>
-                <td class="mono">{utc(a.finishedAt)}</td>
-                <td class="mono">
-                  {a.responseStatus ?? ''} {a.responseExcerpt ?? ''}
+                <td>{duration(a.startedAt, a.finishedAt)}</td>
+                <td style="min-width:220px">
+                  {a.responseStatus === null ? null : (
+                    <span class={`badge ${a.responseStatus < 300 ? 'b-ok' : 'b-bad'}`}>
+                      {a.responseStatus}
+                    </span>
+                  )}
+                  {a.responseExcerpt === null || a.responseExcerpt === '' ? null : (
+                    <pre class="excerpt">{a.responseExcerpt}</pre>
+                  )}
                 </td>
                 <td class="err">{a.error ?? ''}</td>
               </tr>
@@ -154,7 +162,9 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations }) => {
           <tbody>
             {operations.map((op) => (
               <tr>
-                <td class="mono">{op.operationKey}</td>
+                <td class="mono">
+                  <a href={`/admin/operations/${op.id}`}>{op.operationKey}</a>
+                </td>
                 <td>{op.tool}</td>
                 <td>{op.effectClass}</td>
                 <td>
@@ -168,7 +178,7 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations }) => {
                 </td>
                 <td>{op.attempts}</td>
                 <td class="mono">{op.downstreamId ?? ''}</td>
-                <td class="err">{op.lastError ?? ''}</td>
+                <LastError status={op.status} error={op.lastError} />
               </tr>
             ))}
           </tbody>

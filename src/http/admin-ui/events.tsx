@@ -2,7 +2,7 @@ import type { FC } from 'hono/jsx'
 import type { EventCursor, EventFilter, EventSummary } from '../../db/event-queries.js'
 import { BULK_REPLAY_LIMIT } from '../../db/replay.js'
 import { eventStatus } from '../../db/schema.js'
-import { encodeCursor, filterParams } from './filters.js'
+import { describePayload, encodeCursor, filterParams } from './filters.js'
 import { Badge, CsrfField, Layout, type PageProps, utc } from './layout.js'
 
 export interface EventsPageProps {
@@ -24,6 +24,19 @@ export const EventsPage: FC<EventsPageProps> = ({ page, filter, sources, events,
     <Layout {...page}>
       <h1>Events</h1>
       <form class="filters" method="get" action="/admin/events">
+        <label>
+          Event id (exact)
+          <input name="event_id" value={filter.eventId ?? ''} placeholder="evt_1N2b…" size={18} />
+        </label>
+        <label>
+          Payload field
+          <input
+            name="payload"
+            value={filter.payload === undefined ? '' : describePayload(filter.payload)}
+            placeholder="data.object.customer = cus_123"
+            size={28}
+          />
+        </label>
         <label>
           Source
           <select name="source">

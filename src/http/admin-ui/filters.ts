@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import type { EventCursor, EventFilter } from '../../db/event-queries.js'
+import type { EventCursor, EventFilter, PayloadMatch } from '../../db/event-queries.js'
 import { eventStatus } from '../../db/schema.js'
 
 // An empty form field means "any": browsers send every field of a GET form, filled or not.
@@ -52,6 +52,45 @@ const cursor = z
   })
   .optional()
 
+const MAX_PATH_KEYS = 16
+
+/**
+ * `data.object.customer = cus_123`: a dotted path (digits index an array), '=', a value. The value
+ * is read as JSON when it is a number, true, false, null or a "quoted string", else as the text
+ * itself, so `amount = 42` finds the number and `amount = "42"` the string.
+ */
+export const payloadMatch = z
+  .string()
+  .trim()
+  .max(1000)
+  .transform((text, ctx): PayloadMatch | undefined => {
+    if (text === '') return undefined
+    const at = text.indexOf('=')
+    const path = (at < 0 ? '' : text.slice(0, at)).trim().split('.')
+    const raw = text.slice(at + 1).trim()
+    if (at < 0 || path.some((key) => key.trim() === '') || path.length > MAX_PATH_KEYS) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `write a JSON path, '=' and a value, e.g. data.object.customer = cus_123 (at most ${MAX_PATH_KEYS} keys)`,
+      })
+      return z.NEVER
+    }
+    return { path: path.map((key) => key.trim()), value: scalarOf(raw) }
+  })
+  .optional()
+
+function scalarOf(raw: string): PayloadMatch['value'] {
+  try {
+    const value: unknown = JSON.parse(raw)
+    if (value === null || ['string', 'number', 'boolean'].includes(typeof value)) {
+      return value as PayloadMatch['value']
+    }
+  } catch {
+    // Not JSON: the text itself, the common case (ids like cus_123).
+  }
+  return raw
+}
+
 export const eventsQuery = z
   .object({
     source: optionalText(200),
@@ -60,6 +99,8 @@ export const eventsQuery = z
       .transform((value) => (value === '' ? undefined : value))
       .optional(),
     type: optionalText(200),
+    event_id: optionalText(500),
+    payload: payloadMatch,
     from: optionalTime,
     to: optionalTime,
     after: cursor,
@@ -72,7 +113,15 @@ export const eventsQuery = z
 export type EventsQuery = z.infer<typeof eventsQuery>
 
 export function filterOf(query: EventsQuery): EventFilter {
-  return { source: query.source, status: query.status, type: query.type, from: query.from, to: query.to }
+  return {
+    source: query.source,
+    status: query.status,
+    type: query.type,
+    from: query.from,
+    to: query.to,
+    eventId: query.event_id,
+    payload: query.payload,
+  }
 }
 
 export function encodeCursor(at: EventCursor): string {
@@ -87,8 +136,19 @@ export function filterParams(filter: EventFilter): Array<[string, string]> {
     ['type', filter.type],
     ['from', filter.from?.toISOString()],
     ['to', filter.to?.toISOString()],
+    ['event_id', filter.eventId],
+    ['payload', filter.payload === undefined ? undefined : describePayload(filter.payload)],
   ]
   return pairs.filter((pair): pair is [string, string] => pair[1] !== undefined)
+}
+
+/** The match as a person writes it (and as the query string carries it). */
+export function describePayload(match: PayloadMatch): string {
+  const value =
+    typeof match.value === 'string' && scalarOf(match.value) === match.value
+      ? match.value
+      : JSON.stringify(match.value)
+  return `${match.path.join('.')} = ${value}`
 }
 
 /** zod's issues as one sentence a person can read on the page. */

@@ -1,3 +1,4 @@
+import { raw } from 'hono/html'
 import type { FC, PropsWithChildren } from 'hono/jsx'
 import { CSRF_FIELD } from './session.js'
 
@@ -8,7 +9,7 @@ const CSS = `
   --info:#1d4ed8; --infobg:#e6eefc; }
 * { box-sizing: border-box; }
 body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif; color:var(--fg); background:var(--bg); }
-header.top { background:#111827; color:#fff; padding:0 24px; display:flex; align-items:center; gap:24px; height:48px; }
+header.top { background:#111827; color:#fff; padding:8px 24px; display:flex; flex-wrap:wrap; align-items:center; gap:8px 24px; min-height:48px; }
 header.top .brand { font-weight:600; letter-spacing:.02em; }
 header.top nav a { color:#cbd2d9; text-decoration:none; margin-right:16px; }
 header.top nav a.on, header.top nav a:hover { color:#fff; }
@@ -24,7 +25,7 @@ th { background:#f0f2f5; font-weight:600; font-size:12px; color:var(--muted); te
 tr:last-child td { border-bottom:0; }
 table.facts th { width:200px; text-transform:none; font-size:13px; }
 td.mono, .mono { font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; font-size:13px; }
-h1 .mono { font-size:inherit; }
+h1 .mono, h1.mono { font-size:inherit; }
 td.err { color:var(--bad); max-width:360px; overflow-wrap:anywhere; }
 pre { background:#0f172a; color:#e2e8f0; padding:12px 14px; border-radius:6px; overflow:auto; max-height:420px;
   font:12.5px/1.5 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; margin:0; }
@@ -51,14 +52,44 @@ form.filters > a { align-self:center; }
 .pager { display:flex; gap:16px; margin:12px 0; }
 .card { background:var(--card); border:1px solid var(--line); border-radius:6px; padding:16px; margin-bottom:20px; }
 .grid2 { display:grid; grid-template-columns:1fr 1fr; gap:16px; }
+/* A grid column may shrink below its content's width: a wide table or body scrolls inside it. */
+.grid2 > * { min-width:0; }
 .decisions { display:grid; grid-template-columns:repeat(3,1fr); gap:12px; margin-top:14px; align-items:start; }
 .decisions form { border:1px solid var(--line); border-radius:6px; padding:12px; display:flex; flex-direction:column; gap:8px; }
 .decisions form.proposed { border-color:var(--accent); box-shadow:0 0 0 1px var(--accent) inset; }
 .login { max-width:360px; margin:80px auto; }
 .login form { display:flex; flex-direction:column; gap:12px; }
+.earlier { color:var(--muted); overflow-wrap:anywhere; }
+.stats { display:grid; grid-template-columns:repeat(auto-fit,minmax(150px,1fr)); gap:12px; margin-bottom:16px; }
+.stat { background:var(--card); border:1px solid var(--line); border-radius:6px; padding:10px 14px; }
+.stat b { display:block; font-size:22px; }
+.stat.bad b { color:var(--bad); } .stat.warn b { color:var(--warn); }
+svg.chart { width:100%; height:auto; display:block; background:var(--card); }
+svg.chart text { font:11px system-ui,sans-serif; fill:var(--muted); }
+.legend { display:flex; gap:14px; font-size:12px; color:var(--muted); margin:6px 0; flex-wrap:wrap; }
+.legend i { display:inline-block; width:10px; height:10px; border-radius:2px; margin-right:4px; vertical-align:-1px; }
+.tabs { display:flex; gap:6px; flex-wrap:wrap; margin-bottom:12px; align-items:center; }
+.tabs a { padding:3px 10px; border:1px solid var(--line); border-radius:14px; text-decoration:none; background:var(--card); }
+.tabs a.on { background:var(--accent); color:#fff; border-color:var(--accent); }
+pre.excerpt { max-height:120px; white-space:pre-wrap; overflow-wrap:anywhere; font-size:12px; padding:6px 8px; }
+/* Narrow screens: one column, and a wide table scrolls inside itself instead of widening the page. */
+@media (max-width: 760px) {
+  main { padding:12px; }
+  header.top { padding:8px 12px; }
+  header.top nav a { margin-right:10px; }
+  .grid2, .decisions { grid-template-columns:1fr; }
+  table { display:block; overflow-x:auto; }
+  table.facts th { width:auto; }
+  table.facts td { overflow-wrap:anywhere; }
+  td.mono { white-space:nowrap; }
+  table.facts td.mono, table.headers td.mono { white-space:normal; }
+  /* The chart scales down to the screen; its labels are drawn larger so they stay readable. */
+  svg.chart text { font-size:26px; }
+  td.err { max-width:none; min-width:200px; }
+}
 `
 
-export type Section = 'events' | 'operations' | 'approvals' | 'queues'
+export type Section = 'overview' | 'events' | 'operations' | 'approvals' | 'queues'
 
 export interface PageProps {
   title: string
@@ -66,13 +97,26 @@ export interface PageProps {
   user?: { name: string; csrf: string } | undefined
   section?: Section | undefined
   notice?: { kind: 'ok' | 'bad'; text: string } | undefined
+  /** Reload the page every this many seconds (a meta refresh: the page runs no script). */
+  refreshSeconds?: number | undefined
 }
 
+// Without the doctype browsers render in quirks mode, where tables do not inherit the font size.
 export const Layout: FC<PropsWithChildren<PageProps>> = (props) => (
+  <>
+    {raw('<!DOCTYPE html>')}
+    <Page {...props} />
+  </>
+)
+
+const Page: FC<PropsWithChildren<PageProps>> = (props) => (
   <html lang="en">
     <head>
       <meta charset="utf-8" />
       <meta name="viewport" content="width=device-width, initial-scale=1" />
+      {props.refreshSeconds === undefined ? null : (
+        <meta http-equiv="refresh" content={String(props.refreshSeconds)} />
+      )}
       <title>{`${props.title} · hookledger admin`}</title>
       <style dangerouslySetInnerHTML={{ __html: CSS }} />
     </head>
@@ -82,6 +126,9 @@ export const Layout: FC<PropsWithChildren<PageProps>> = (props) => (
         {props.user === undefined ? null : (
           <>
             <nav>
+              <NavLink href="/admin" on={props.section === 'overview'}>
+                Overview
+              </NavLink>
               <NavLink href="/admin/events" on={props.section === 'events'}>
                 Events
               </NavLink>
@@ -101,6 +148,13 @@ export const Layout: FC<PropsWithChildren<PageProps>> = (props) => (
                 <CsrfField token={props.user.csrf} />
                 <button class="link" type="submit">
                   Log out
+                </button>
+              </form>
+              <form method="post" action="/admin/logout">
+                <CsrfField token={props.user.csrf} />
+                <input type="hidden" name="everywhere" value="yes" />
+                <button class="link" type="submit" title="Ends every admin session, on every browser">
+                  everywhere
                 </button>
               </form>
             </div>
@@ -148,6 +202,23 @@ const BADGES: Record<string, string> = {
 export const Badge: FC<{ status: string }> = (props) => (
   <span class={`badge ${BADGES[props.status] ?? 'b-muted'}`}>{props.status}</span>
 )
+
+/**
+ * An operation's last error: red while it matters; once the operation completed or was undone
+ * (a person recorded success, say), it is history, shown muted as what happened before.
+ */
+export const LastError: FC<{ status: string; error: string | null; max?: number }> = (props) => {
+  if (props.error === null) return <td />
+  const text =
+    props.max !== undefined && props.error.length > props.max
+      ? `${props.error.slice(0, props.max)}…`
+      : props.error
+  return props.status === 'completed' || props.status === 'compensated' ? (
+    <td class="earlier">earlier: {text}</td>
+  ) : (
+    <td class="err">{text}</td>
+  )
+}
 
 /** Times in UTC, to the second: the ledger, the logs and the providers' dashboards all agree on UTC. */
 export function utc(date: Date | null | undefined): string {

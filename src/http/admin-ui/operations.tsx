@@ -1,11 +1,11 @@
 import type { FC } from 'hono/jsx'
 import { type OperationStatus, operationStatus } from '../../db/outbound-schema.js'
 import type { listOperations } from '../../outbound/approvals.js'
-import { Badge, Layout, type PageProps, utc } from './layout.js'
+import { Badge, LastError, Layout, type PageProps, utc } from './layout.js'
 
 export interface OperationsPageProps {
   page: PageProps
-  status: OperationStatus
+  status: OperationStatus | 'all'
   operations: Awaited<ReturnType<typeof listOperations>>
   limit: number
 }
@@ -18,6 +18,9 @@ export const OperationsPage: FC<OperationsPageProps> = ({ page, status, operatio
       <label>
         Status
         <select name="status">
+          <option value="all" selected={status === 'all'}>
+            all
+          </option>
           {operationStatus.enumValues.map((value) => (
             <option value={value} selected={value === status}>
               {value}
@@ -34,7 +37,7 @@ export const OperationsPage: FC<OperationsPageProps> = ({ page, status, operatio
       </p>
     ) : null}
     {operations.length === 0 ? (
-      <p class="muted">No operation is {status}.</p>
+      <p class="muted">{status === 'all' ? 'No operation yet.' : `No operation is ${status}.`}</p>
     ) : (
       <table>
         <thead>
@@ -51,7 +54,9 @@ export const OperationsPage: FC<OperationsPageProps> = ({ page, status, operatio
         <tbody>
           {operations.map((op) => (
             <tr>
-              <td class="mono">{op.key}</td>
+              <td class="mono">
+                <a href={`/admin/operations/${op.id}`}>{op.key}</a>
+              </td>
               <td>{op.tool}</td>
               <td>{op.effect}</td>
               <td>
@@ -59,7 +64,7 @@ export const OperationsPage: FC<OperationsPageProps> = ({ page, status, operatio
               </td>
               <td>{op.attempts}</td>
               <td class="mono">{utc(op.updatedAt)}</td>
-              <td class="err">{op.lastError ?? ''}</td>
+              <LastError status={op.status} error={op.lastError} max={200} />
             </tr>
           ))}
         </tbody>

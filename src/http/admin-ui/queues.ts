@@ -18,7 +18,10 @@ export function queueDashboard(queues: readonly Queue[] | undefined) {
   createBullBoard({
     queues: queues.map((queue) => new BullMQAdapter(queue)),
     serverAdapter: adapter,
-    options: { uiConfig: { boardTitle: 'hookledger' } },
+    // The board is its own app with its own header: this link is its way back to the admin page.
+    options: {
+      uiConfig: { boardTitle: 'hookledger', miscLinks: [{ text: '« Admin page', url: '/admin' }] },
+    },
   })
   return adapter.registerPlugin()
 }

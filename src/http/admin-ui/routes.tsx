@@ -18,6 +18,8 @@ import {
 } from './guard.js'
 import { Layout } from './layout.js'
 import { LoginPage } from './login.js'
+import { loginClient, loginThrottle } from './login-throttle.js'
+import { overviewRoutes } from './overview-routes.js'
 import { queueDashboard } from './queues.js'
 import { adminSessions, operatorName } from './session.js'
 
@@ -42,7 +44,8 @@ export interface AdminUiDependencies {
 export function adminUi(deps: AdminUiDependencies) {
   const app = new Hono<AdminEnv>()
   if (deps.adminToken === undefined) return app.use('*', skipApi(adminOff()))
-  const sessions = adminSessions(deps.adminToken)
+  const sessions = adminSessions(deps.adminToken, deps.db)
+  const throttle = loginThrottle()
   app.use('*', skipApi(pageHeaders()))
   app.use('*', skipApi(sameOriginWrites()))
   // Forms are small; the login form is parsed before anyone is known, so it must not take megabytes.
@@ -60,20 +63,36 @@ export function adminUi(deps: AdminUiDependencies) {
       if (!name.success) {
         return c.html(<LoginPage next={next} error={name.error.issues[0]?.message} />, 400)
       }
+      const client = loginClient(c)
+      const wait = throttle.retryAfterSeconds(client)
+      if (wait !== undefined) {
+        deps.logger.warn({ name: name.data, client }, 'admin login refused: too many failed logins')
+        const error = `Too many failed logins from your address: try again in ${Math.ceil(wait / 60)} minutes.`
+        return c.html(<LoginPage next={next} name={name.data} error={error} />, 429, {
+          'Retry-After': String(wait),
+        })
+      }
       if (!sessions.tokenMatches(form.token ?? '')) {
-        deps.logger.warn({ name: name.data }, 'admin login refused: wrong token')
+        throttle.recordFailure(client)
+        deps.logger.warn({ name: name.data, client }, 'admin login refused: wrong token')
         return c.html(<LoginPage next={next} name={name.data} error="That is not the admin token." />, 401)
       }
+      throttle.recordSuccess(client)
       await sessions.start(c, name.data)
       deps.logger.info({ name: name.data }, 'admin logged in')
       return c.redirect(next, 303)
     })
     .use('*', skipApi(requireSession(sessions)))
-    .post('/logout', requireCsrfToken(sessions), (c) => {
-      sessions.end(c)
+    .post('/logout', requireCsrfToken(sessions), async (c) => {
+      if (c.get('form').everywhere === 'yes') {
+        await sessions.endEverywhere(c)
+        deps.logger.info({ name: c.get('session').name }, 'admin logged out every session')
+      } else {
+        await sessions.end(c, c.get('session'))
+      }
       return c.redirect('/admin/login', 303)
     })
-    .get('/', (c) => c.redirect('/admin/events', 303))
+    .route('/', overviewRoutes({ db: deps.db, sources: deps.sources }))
     .route('/events', eventRoutes({ ...deps, sessions }))
     .route('/', approvalRoutes({ db: deps.db, sessions }))
 

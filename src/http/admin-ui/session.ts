@@ -1,14 +1,17 @@
-import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto'
+import { createHash, createHmac, randomUUID, timingSafeEqual } from 'node:crypto'
+import { and, eq, gt, isNull, lt, sql } from 'drizzle-orm'
 import type { Context } from 'hono'
 import { deleteCookie, getSignedCookie, setSignedCookie } from 'hono/cookie'
 import { z } from 'zod'
+import type { Database } from '../../db/client.js'
+import { adminSessions as sessionRows } from '../../db/schema.js'
 
 /** A person logged in to the admin page; `name` is recorded as `by` in replays and decisions. */
 export interface AdminSession {
   name: string
   /** Unix milliseconds. */
   expires: number
-  /** Random per login, so each session has its own CSRF token. */
+  /** The admin_sessions row: random per login, so each session has its own CSRF token and can be revoked. */
   nonce: string
 }
 
@@ -35,7 +38,10 @@ export interface AdminSessions {
   tokenMatches(candidate: string): boolean
   start(c: Context, name: string): Promise<AdminSession>
   read(c: Context): Promise<AdminSession | undefined>
-  end(c: Context): void
+  /** Revokes this session (every copy of its cookie) and deletes the cookie. */
+  end(c: Context, session: AdminSession): Promise<void>
+  /** Revokes every session of the page, this one included: for a cookie that may have leaked. */
+  endEverywhere(c: Context): Promise<void>
   csrfToken(session: AdminSession): string
   csrfMatches(session: AdminSession, candidate: string | undefined): boolean
 }
@@ -44,9 +50,10 @@ export interface AdminSessions {
  * Sessions of the admin page, all derived from ADMIN_TOKEN: the cookie's signing key and the CSRF
  * key are HMACs of it, so rotating the token logs everyone out and no second secret has to be
  * configured. The cookie is HttpOnly (scripts never see it), SameSite=Strict (other sites' pages
- * never send it) and scoped to /admin.
+ * never send it) and scoped to /admin. It names a row of admin_sessions, checked on every request:
+ * a signature alone cannot be taken back, the row can.
  */
-export function adminSessions(adminToken: string): AdminSessions {
+export function adminSessions(adminToken: string, db: Database): AdminSessions {
   const expected = sha256(adminToken)
   const cookieKey = createHmac('sha256', adminToken).update('hookledger admin session cookie v1').digest()
   const csrfKey = createHmac('sha256', adminToken).update('hookledger admin csrf v1').digest()
@@ -56,7 +63,10 @@ export function adminSessions(adminToken: string): AdminSessions {
   return {
     tokenMatches: (candidate) => timingSafeEqual(sha256(candidate), expected),
     async start(c, name) {
-      const session = { name, expires: Date.now() + SESSION_TTL_MS, nonce: randomBytes(16).toString('hex') }
+      const session = { name, expires: Date.now() + SESSION_TTL_MS, nonce: randomUUID() }
+      // Rows of sessions long over are of no use to anyone; logins are rare enough to sweep here.
+      await db.delete(sessionRows).where(lt(sessionRows.expiresAt, sql`now() - interval '1 day'`))
+      await db.insert(sessionRows).values({ id: session.nonce, name, expiresAt: new Date(session.expires) })
       const value = Buffer.from(
         JSON.stringify({ n: session.name, e: session.expires, s: session.nonce }),
       ).toString('base64url')
@@ -81,16 +91,30 @@ export function adminSessions(adminToken: string): AdminSessions {
       const parsed = sessionPayload.safeParse(payload)
       // The signature proves we issued it; the expiry inside it (not the cookie's Max-Age, which
       // the client controls) decides how long it lasts.
-      if (!parsed.success || parsed.data.e <= Date.now()) return undefined
+      if (!parsed.success || parsed.data.e <= Date.now() || !isUuid(parsed.data.s)) return undefined
+      const [row] = await db
+        .select({ id: sessionRows.id })
+        .from(sessionRows)
+        .where(
+          and(
+            eq(sessionRows.id, parsed.data.s),
+            isNull(sessionRows.revokedAt),
+            gt(sessionRows.expiresAt, new Date()),
+          ),
+        )
+      if (row === undefined) return undefined
       return { name: parsed.data.n, expires: parsed.data.e, nonce: parsed.data.s }
     },
-    end(c) {
-      deleteCookie(c, SESSION_COOKIE, {
-        path: '/admin',
-        httpOnly: true,
-        sameSite: 'Strict',
-        secure: isHttps(c),
-      })
+    async end(c, session) {
+      await db
+        .update(sessionRows)
+        .set({ revokedAt: sql`now()` })
+        .where(and(eq(sessionRows.id, session.nonce), isNull(sessionRows.revokedAt)))
+      deleteSessionCookie(c)
+    },
+    async endEverywhere(c) {
+      await db.update(sessionRows).set({ revokedAt: sql`now()` }).where(isNull(sessionRows.revokedAt))
+      deleteSessionCookie(c)
     },
     csrfToken,
     csrfMatches(session, candidate) {
@@ -112,8 +136,17 @@ export function isSameOrigin(c: Context): boolean {
   return origin !== undefined && origin === new URL(c.req.url).origin
 }
 
+function deleteSessionCookie(c: Context): void {
+  deleteCookie(c, SESSION_COOKIE, { path: '/admin', httpOnly: true, sameSite: 'Strict', secure: isHttps(c) })
+}
+
+/** Cookies signed before sessions had rows carried a hex nonce: they read as logged out, not as an error. */
+function isUuid(value: string): boolean {
+  return z.uuid().safeParse(value).success
+}
+
 /** https directly, or behind a proxy that terminated TLS: only then may the cookie be Secure-only. */
-function isHttps(c: Context): boolean {
+export function isHttps(c: Context): boolean {
   return new URL(c.req.url).protocol === 'https:' || c.req.header('x-forwarded-proto') === 'https'
 }
 

@@ -1,10 +1,12 @@
 import { Hono } from 'hono'
 import { z } from 'zod'
 import type { Database } from '../../db/client.js'
+import { listEvents } from '../../db/event-queries.js'
 import { operationStatus } from '../../db/outbound-schema.js'
 import { decide, listApprovals, listOperations, showApproval } from '../../outbound/approvals.js'
 import { assertNever } from '../../outbound/decision.js'
 import { findOperation, listAttempts, listAudit } from '../../outbound/store.js'
+import { encodeCursor, eventsQuery, filterOf } from '../admin-ui/filters.js'
 import { ApiError } from '../errors.js'
 import { bearerAuth } from '../middleware/bearer.js'
 import { parseJsonBody } from '../validate.js'
@@ -29,6 +31,7 @@ const approvalQuery = z.object({
   status: z.enum(['pending', 'decided']).optional(),
   limit: z.coerce.number().int().min(1).max(500).optional(),
 })
+const eventsLimit = z.object({ limit: z.coerce.number().int().min(1).max(500).default(50) })
 const uuid = z.uuid()
 
 function query<T extends z.ZodType>(schema: T, input: Record<string, string>): z.infer<T> {
@@ -43,60 +46,69 @@ function query<T extends z.ZodType>(schema: T, input: Record<string, string>): z
   return parsed.data
 }
 
-/** `/admin/api`: operations by status, approvals, decisions. Behind ADMIN_TOKEN (unset: refused). */
+/** `/admin/api`: events (filter and search), operations by status, approvals, decisions. Behind ADMIN_TOKEN (unset: refused). */
 export function adminRoutes(deps: { db: Database; adminToken: string | undefined }) {
-  return new Hono()
-    .use('*', bearerAuth(deps.adminToken, 'admin API', 'ADMIN_TOKEN'))
-    .get('/operations', async (c) => {
-      const filter = query(listQuery, c.req.query())
-      return c.json({ operations: await listOperations(deps.db, filter) })
-    })
-    .get('/operations/:key', async (c) => {
-      const op = await findOperation(deps.db, c.req.param('key'))
-      if (op === undefined) throw new ApiError(404, 'operation_not_found', 'no operation has that key')
-      return c.json({
-        operation: op,
-        attempts: await listAttempts(deps.db, op.id),
-        audit: await listAudit(deps.db, op.id),
+  return (
+    new Hono()
+      .use('*', bearerAuth(deps.adminToken, 'admin API', 'ADMIN_TOKEN'))
+      // The same filters as the admin page's event list (and the same search): one parser for both.
+      .get('/events', async (c) => {
+        const filter = query(eventsQuery, c.req.query())
+        const { limit } = query(eventsLimit, c.req.query())
+        const page = await listEvents(deps.db, filterOf(filter), { after: filter.after, limit })
+        return c.json({ events: page.events, next: page.next === undefined ? null : encodeCursor(page.next) })
       })
-    })
-    .get('/approvals', async (c) => {
-      const filter = query(approvalQuery, c.req.query())
-      return c.json({ approvals: await listApprovals(deps.db, filter) })
-    })
-    .get('/approvals/:id', async (c) => {
-      const id = c.req.param('id')
-      const view = uuid.safeParse(id).success ? await showApproval(deps.db, id) : undefined
-      if (view === undefined) throw new ApiError(404, 'approval_not_found', 'no approval has that id')
-      return c.json(view)
-    })
-    .post('/approvals/:id/decision', async (c) => {
-      const id = c.req.param('id')
-      if (!uuid.safeParse(id).success)
-        throw new ApiError(404, 'approval_not_found', 'no approval has that id')
-      const body = await parseJsonBody(c, decisionBody)
-      const outcome = await decide(deps.db, { approvalId: id, ...body })
-      switch (outcome.kind) {
-        case 'decided':
-          return c.json(outcome)
-        case 'not_found':
+      .get('/operations', async (c) => {
+        const filter = query(listQuery, c.req.query())
+        return c.json({ operations: await listOperations(deps.db, filter) })
+      })
+      .get('/operations/:key', async (c) => {
+        const op = await findOperation(deps.db, c.req.param('key'))
+        if (op === undefined) throw new ApiError(404, 'operation_not_found', 'no operation has that key')
+        return c.json({
+          operation: op,
+          attempts: await listAttempts(deps.db, op.id),
+          audit: await listAudit(deps.db, op.id),
+        })
+      })
+      .get('/approvals', async (c) => {
+        const filter = query(approvalQuery, c.req.query())
+        return c.json({ approvals: await listApprovals(deps.db, filter) })
+      })
+      .get('/approvals/:id', async (c) => {
+        const id = c.req.param('id')
+        const view = uuid.safeParse(id).success ? await showApproval(deps.db, id) : undefined
+        if (view === undefined) throw new ApiError(404, 'approval_not_found', 'no approval has that id')
+        return c.json(view)
+      })
+      .post('/approvals/:id/decision', async (c) => {
+        const id = c.req.param('id')
+        if (!uuid.safeParse(id).success)
           throw new ApiError(404, 'approval_not_found', 'no approval has that id')
-        case 'already_decided':
-          throw new ApiError(
-            409,
-            'already_decided',
-            `already decided (${outcome.decision ?? 'none'} by ${outcome.by ?? 'nobody'})`,
-          )
-        case 'payload_mismatch':
-          throw new ApiError(
-            409,
-            'payload_mismatch',
-            `a retry is bound to the arguments shown; their payload hash is ${outcome.expected}`,
-          )
-        case 'invalid':
-          throw new ApiError(400, 'invalid_request', outcome.message)
-        default:
-          return assertNever(outcome)
-      }
-    })
+        const body = await parseJsonBody(c, decisionBody)
+        const outcome = await decide(deps.db, { approvalId: id, ...body })
+        switch (outcome.kind) {
+          case 'decided':
+            return c.json(outcome)
+          case 'not_found':
+            throw new ApiError(404, 'approval_not_found', 'no approval has that id')
+          case 'already_decided':
+            throw new ApiError(
+              409,
+              'already_decided',
+              `already decided (${outcome.decision ?? 'none'} by ${outcome.by ?? 'nobody'})`,
+            )
+          case 'payload_mismatch':
+            throw new ApiError(
+              409,
+              'payload_mismatch',
+              `a retry is bound to the arguments shown; their payload hash is ${outcome.expected}`,
+            )
+          case 'invalid':
+            throw new ApiError(400, 'invalid_request', outcome.message)
+          default:
+            return assertNever(outcome)
+        }
+      })
+  )
 }
