@@ -2,21 +2,21 @@ import type { AddressInfo } from 'node:net'
 import { type ServerType, serve } from '@hono/node-server'
 import type { Queue } from 'bullmq'
 import { sql } from 'drizzle-orm'
-import type postgres from 'postgres'
 import { type Config, ConfigError, loadConfig } from '../config/config.js'
 import { type Environment, EnvironmentError } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
 import { openLedger } from '../db/client.js'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
+import { addLedgerGauges } from '../db/gauges.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
-import { settlesWithin, withDeadline } from '../deadline.js'
+import { settlesWithin } from '../deadline.js'
 import { createFailpoints } from '../failpoints.js'
 import { forwardHandler } from '../handlers/forward.js'
 import type { EventHandler } from '../handlers/types.js'
 import { createApp, createHealthApp } from '../http/app.js'
 import type { ReadinessCheck } from '../http/routes/health.js'
 import { createLogger, type Logger } from '../logger.js'
-import { addGauge, createMetrics, type Metrics } from '../metrics.js'
+import { createMetrics } from '../metrics.js'
 import { addOutboundGauges } from '../outbound/gauges.js'
 import { createOutboundLedger, type OutboundLedger } from '../outbound/ledger.js'
 import {
@@ -27,7 +27,7 @@ import {
   startReconciler,
 } from '../outbound/reconcile.js'
 import type { Tool } from '../outbound/tools.js'
-import type { JobQueue, QueueBackend } from '../queue/backend.js'
+import type { QueueBackend } from '../queue/backend.js'
 import { createBullmqBackend } from '../queue/bullmq.js'
 import { createEnqueuer } from '../queue/enqueuer.js'
 import { createInProcessBackend } from '../queue/in-process.js'
@@ -134,7 +134,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   // A worker-only process serves /healthz and /readyz alone, so orchestrators can watch it too.
   const app =
     role === 'worker'
-      ? createHealthApp(readiness, metrics, logger)
+      ? createHealthApp(readiness, metrics, logger, env.METRICS_TOKEN)
       : createApp({
           config,
           db: ledger.db,
@@ -149,6 +149,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           outbound,
           adminToken: env.ADMIN_TOKEN,
           agentToken: env.AGENT_TOKEN,
+          metricsToken: env.METRICS_TOKEN,
           dashboardQueues: backend.kind === 'bullmq' ? backend.queues() : undefined,
         })
   const server = await new Promise<ServerType>((resolve) => {
@@ -225,33 +226,6 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       return closing
     },
   }
-}
-
-/** Read on scrape: the ledger's events by status, and the queue's jobs by state. */
-function addLedgerGauges(metrics: Metrics, client: postgres.Sql, queue: JobQueue<ProcessEventData>) {
-  addGauge(metrics, {
-    name: 'hookledger_events',
-    help: 'Inbound events in the ledger, by source and status',
-    labelNames: ['source', 'status'],
-    read: async () => {
-      const rows = await client<Array<{ source: string; status: string; n: number }>>`
-        select source, status::text as status, count(*)::int as n from inbound_events group by source, status`
-      return rows.map((row) => ({ labels: { source: row.source, status: row.status }, value: row.n }))
-    },
-  })
-  addGauge(metrics, {
-    name: 'hookledger_queue_jobs',
-    help: 'Jobs in the inbound queue, by state',
-    labelNames: ['state'],
-    read: async () => {
-      const counts = await withDeadline(
-        queue.getJobCounts('waiting', 'active', 'delayed', 'failed'),
-        2000,
-        'Redis did not answer the job counts',
-      )
-      return Object.entries(counts).map(([state, value]) => ({ labels: { state }, value }))
-    },
-  })
 }
 
 /**
