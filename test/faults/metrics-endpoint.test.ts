@@ -109,7 +109,15 @@ describe('/metrics scrapes', () => {
     await metrics.scrape()
     expect(reads).toBe(1)
     // After the cache runs out, the next scrape reads again.
-    await expect.poll(async () => (await metrics.scrape(), reads), { timeout: 5000 }).toBe(2)
+    await expect
+      .poll(
+        async () => {
+          await metrics.scrape()
+          return reads
+        },
+        { timeout: 5000 },
+      )
+      .toBe(2)
   })
 
   it('want METRICS_TOKEN as a bearer token when it is set', async () => {
