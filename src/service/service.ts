@@ -5,7 +5,7 @@ import { sql } from 'drizzle-orm'
 import { type Config, ConfigError, loadConfig } from '../config/config.js'
 import { type Environment, EnvironmentError } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
-import { openLedger } from '../db/client.js'
+import { ledgerPoolSize, openLedger } from '../db/client.js'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
 import { addLedgerGauges } from '../db/gauges.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
@@ -37,6 +37,7 @@ import {
   type ProcessEventData,
   processEventJobOptions,
 } from '../queue/jobs.js'
+import { claimQueuePrefix } from '../queue/prefix-owner.js'
 import { startRelay } from '../queue/relay.js'
 import { retentionWarnings, startRetention } from '../queue/retention.js'
 import { startWorker } from '../queue/worker.js'
@@ -88,6 +89,12 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     : new Map<string, EventHandler>()
   const failpoints = createFailpoints(env.HOOKLEDGER_FAILPOINT)
   for (const warning of retentionWarnings(config)) logger.warn(warning)
+  const poolSize = ledgerPoolSize({
+    configured: config.file.database.poolSize,
+    runsApi: role !== 'worker',
+    runsWorker,
+    workerConcurrency: config.file.worker.concurrency,
+  })
 
   let databaseUrl = env.DATABASE_URL
   let embedded: EmbeddedPostgres | undefined
@@ -101,9 +108,18 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     )
   }
   await migrateLedger(databaseUrl, logger)
-  const ledger = openLedger(databaseUrl, { max: runsWorker ? config.file.worker.concurrency + 10 : 20 })
+  const ledger = openLedger(databaseUrl, { max: poolSize })
   const deploymentId = await readDeploymentId(ledger.db)
   const queuePrefix = config.file.queue.prefix ?? deploymentQueuePrefix(deploymentId)
+  if (env.REDIS_URL !== undefined && config.file.queue.prefix !== undefined) {
+    try {
+      await claimQueuePrefix({ redisUrl: env.REDIS_URL, prefix: queuePrefix, deploymentId, logger })
+    } catch (error) {
+      await ledger.close()
+      await embedded?.stop()
+      throw error
+    }
+  }
 
   const backend: QueueBackend =
     env.REDIS_URL === undefined
@@ -158,7 +174,15 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const address = server.address() as AddressInfo
   const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
   logger.info(
-    { url, role, deploymentId, queue: backend.kind, queuePrefix, sources: [...config.sources.keys()] },
+    {
+      url,
+      role,
+      deploymentId,
+      queue: backend.kind,
+      queuePrefix,
+      poolSize,
+      sources: [...config.sources.keys()],
+    },
     'hookledger listening',
   )
 
