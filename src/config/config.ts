@@ -93,7 +93,7 @@ export const configFileSchema = z.object({
     .object({
       /**
        * Connections this process may open to PostgreSQL. Unset: 10 for --role api, worker.concurrency
-       * + 4 for --role worker, worker.concurrency + 8 for --role all (see poolSizeFor).
+       * + 4 for --role worker, worker.concurrency + 8 for --role all (see ledgerPoolSize in src/db/client.ts).
        */
       poolSize: z.number().int().min(2).max(1000).optional(),
     })
