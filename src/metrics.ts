@@ -11,7 +11,15 @@ export interface Metrics {
   processingSeconds: client.Histogram<'source' | 'status'>
   /** Handler attempts, by source and result. */
   attempts: client.Counter<'source' | 'result'>
+  /**
+   * The registry in Prometheus's text format, shared: scrapes that arrive while one is being built
+   * wait for it, and its result serves every scrape for SCRAPE_CACHE_MS after, so any number of
+   * scrapers cost the ledger one round of gauge queries per interval.
+   */
+  scrape(): Promise<string>
 }
+
+export const SCRAPE_CACHE_MS = 1000
 
 /**
  * One registry per app instance (never the global one), so tests and several services in one
@@ -20,9 +28,11 @@ export interface Metrics {
  */
 export function createMetrics(): Metrics {
   const registry = new client.Registry()
-  client.collectDefaultMetrics({ register: registry, prefix: 'hookledger_process_' })
+  // The default metrics are already named process_… and nodejs_…: the prefix only adds the project.
+  client.collectDefaultMetrics({ register: registry, prefix: 'hookledger_' })
   return {
     registry,
+    scrape: sharedScrape(registry, SCRAPE_CACHE_MS),
     deliveries: new client.Counter({
       name: 'hookledger_deliveries_total',
       help: 'Deliveries answered by /webhooks/:source, by source and outcome',
@@ -65,4 +75,23 @@ export function addGauge<Label extends string>(
       for (const { labels, value } of await options.read()) this.set(labels, value)
     },
   })
+}
+
+/** One registry read at a time, its text reused for `cacheMs`; a failed read is not cached. */
+function sharedScrape(registry: client.Registry, cacheMs: number): () => Promise<string> {
+  let inFlight: Promise<string> | undefined
+  let cached: { text: string; until: number } | undefined
+  return () => {
+    if (cached !== undefined && Date.now() < cached.until) return Promise.resolve(cached.text)
+    inFlight ??= registry
+      .metrics()
+      .then((text) => {
+        cached = { text, until: Date.now() + cacheMs }
+        return text
+      })
+      .finally(() => {
+        inFlight = undefined
+      })
+    return inFlight
+  }
 }

@@ -17,7 +17,7 @@ ${REPLAY_USAGE}
 
 environment: DATABASE_URL, REDIS_URL (both unset: embedded mode), HOOKLEDGER_DATA_DIR (./.hookledger),
              PORT (3000), HOST (0.0.0.0), HOOKLEDGER_CONFIG (./hookledger.config.json), LOG_LEVEL (info),
-             ADMIN_TOKEN, AGENT_TOKEN`
+             ADMIN_TOKEN, AGENT_TOKEN, METRICS_TOKEN`
 
 const ROLES: readonly Role[] = ['all', 'api', 'worker']
 

@@ -89,6 +89,15 @@ export const configFileSchema = z.object({
     .prefault({}),
   /** The outbound ledger's leases, bounded backoff, reconciliation timing and SSRF allow-list. */
   outbound: outboundSettingsSchema,
+  database: z
+    .object({
+      /**
+       * Connections this process may open to PostgreSQL. Unset: 10 for --role api, worker.concurrency
+       * + 4 for --role worker, worker.concurrency + 8 for --role all (see ledgerPoolSize in src/db/client.ts).
+       */
+      poolSize: z.number().int().min(2).max(1000).optional(),
+    })
+    .prefault({}),
   queue: z
     .object({
       /** Defaults to one derived from the database's deployment id, so deployments never share jobs. */

@@ -19,6 +19,8 @@ const environmentSchema = z.object({
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   /** Bearer token of `/v1/operations/…` (agents' claims and outcomes). Unset: that API refuses. */
   AGENT_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** Bearer token of `/metrics`. Unset: `/metrics` is open to whoever reaches the port. */
+  METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   /** Test-only: the name of a failpoint at which the process kills itself (see src/failpoints.ts). */
   HOOKLEDGER_FAILPOINT: z.string().min(1).optional(),
 })

@@ -1,5 +1,6 @@
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
+import { ConfigError } from '../inbound/verifiers/types.js'
 import * as schema from './schema.js'
 
 /** drizzle over postgres-js; `$client` is the pool itself, for the hot paths written in plain SQL. */
@@ -16,6 +17,42 @@ export interface Ledger {
 export interface LedgerOptions {
   /** Pool size: the worker holds one connection per running handler, plus the api's claims. */
   max?: number
+}
+
+/** Connections the api's claims, the admin pages and the agents' API share (claims are batched). */
+const API_CONNECTIONS = 10
+/**
+ * Beyond one connection per running handler (its transaction): the outbound ledger a handler calls,
+ * the reconciler, the relay, retention and the gauges, each briefly.
+ */
+const WORKER_SPARE_CONNECTIONS = 4
+const API_CONNECTIONS_BESIDE_WORKER = 4
+/** Fewer than this and every handler can hold a transaction while waiting for the connection it needs next. */
+const WORKER_MIN_SPARE_CONNECTIONS = 2
+
+/**
+ * The pool size of one process: `database.poolSize` when set, else what its roles need. Refuses a
+ * size that can deadlock the worker, so a budget mistake fails at start, not under load.
+ */
+export function ledgerPoolSize(options: {
+  configured: number | undefined
+  runsApi: boolean
+  runsWorker: boolean
+  workerConcurrency: number
+}): number {
+  const { configured, runsApi, runsWorker, workerConcurrency } = options
+  const minimum = runsWorker ? workerConcurrency + WORKER_MIN_SPARE_CONNECTIONS : 2
+  if (configured !== undefined && configured < minimum) {
+    throw new ConfigError(
+      `invalid config:\n  - database.poolSize: must be at least worker.concurrency + ${WORKER_MIN_SPARE_CONNECTIONS} ` +
+        `(${minimum}) for a process that runs the worker: each running handler holds a connection for its transaction`,
+    )
+  }
+  if (configured !== undefined) return configured
+  if (!runsWorker) return API_CONNECTIONS
+  const worker = workerConcurrency + WORKER_SPARE_CONNECTIONS
+  // One process that receives too: its claims are batched, so a few more connections serve them.
+  return runsApi ? worker + API_CONNECTIONS_BESIDE_WORKER : worker
 }
 
 /** Opens the Postgres pool. Connecting is lazy: an unreachable database surfaces on first use as 503. */

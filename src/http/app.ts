@@ -11,6 +11,7 @@ import { createOutboundLedger, type OutboundLedger } from '../outbound/ledger.js
 import type { Enqueuer } from '../queue/enqueuer.js'
 import { adminUi } from './admin-ui/routes.js'
 import { errorBody, handleError } from './errors.js'
+import { bearerAuth } from './middleware/bearer.js'
 import { adminRoutes } from './routes/admin.js'
 import { healthRoutes, type ReadinessCheck } from './routes/health.js'
 import { operationRoutes } from './routes/operations.js'
@@ -32,6 +33,8 @@ export interface AppDependencies {
   dashboardQueues?: readonly Queue[] | undefined
   /** Unset: `/v1/operations` refuses every request. */
   agentToken?: string | undefined
+  /** Set: `/metrics` wants it as a bearer token. Unset: `/metrics` is open (keep it off the internet). */
+  metricsToken?: string | undefined
 }
 
 /** The HTTP app, built from its dependencies only, so tests pass a real database and their own queue. */
@@ -43,8 +46,8 @@ export function createApp(deps: AppDependencies) {
     new Hono()
       // Echoes a caller's X-Request-Id (or makes one) so a provider's delivery log and ours line up.
       .use(requestId())
-      .route('/', healthRoutes(deps.readiness))
-      .route('/', metricsRoute(deps.metrics))
+      .route('/', healthRoutes(deps.readiness, deps.logger))
+      .route('/', metricsRoute(deps.metrics, deps.metricsToken))
       .route('/webhooks', webhookRoutes(deps))
       .route(
         '/v1/operations',
@@ -67,18 +70,25 @@ export function createApp(deps: AppDependencies) {
   )
 }
 
-/** `GET /metrics` in Prometheus's text format. */
-function metricsRoute(metrics: Metrics) {
-  return new Hono().get('/metrics', async (c) =>
-    c.body(await metrics.registry.metrics(), 200, { 'Content-Type': metrics.registry.contentType }),
+/** `GET /metrics` in Prometheus's text format, behind METRICS_TOKEN when one is set. */
+function metricsRoute(metrics: Metrics, token: string | undefined) {
+  const route = new Hono()
+  if (token !== undefined) route.use('/metrics', bearerAuth(token, 'metrics endpoint', 'METRICS_TOKEN'))
+  return route.get('/metrics', async (c) =>
+    c.body(await metrics.scrape(), 200, { 'Content-Type': metrics.registry.contentType }),
   )
 }
 
 /** The app of a worker-only process: health, readiness and metrics, nothing that receives. */
-export function createHealthApp(readiness: readonly ReadinessCheck[], metrics: Metrics, logger: Logger) {
+export function createHealthApp(
+  readiness: readonly ReadinessCheck[],
+  metrics: Metrics,
+  logger: Logger,
+  metricsToken?: string,
+) {
   return new Hono()
-    .route('/', healthRoutes(readiness))
-    .route('/', metricsRoute(metrics))
+    .route('/', healthRoutes(readiness, logger))
+    .route('/', metricsRoute(metrics, metricsToken))
     .notFound((c) => c.json(errorBody('not_found', `no route for ${c.req.method} ${c.req.path}`), 404))
     .onError(handleError(logger))
 }

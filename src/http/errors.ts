@@ -45,9 +45,32 @@ export function handleError(logger: Logger) {
         error.status as ContentfulStatusCode,
       )
     }
+    if (isClientAbort(error, c)) {
+      // The caller hung up mid-request (a provider's timeout, a dropped connection): nothing failed
+      // here and nobody reads the answer, so it is not an error to page on.
+      logger.debug(
+        { path: c.req.path, requestId: requestIdOf(c) },
+        'client closed the connection mid-request',
+      )
+      return c.json(errorBody('client_closed_request', 'the client closed the connection'), 400)
+    }
     logger.error({ err: error, path: c.req.path, requestId: requestIdOf(c) }, 'unhandled error')
     return c.json(errorBody('internal_error', 'internal error'), 500)
   }
+}
+
+/**
+ * Node rejects a body read with `Error('aborted')`, code ECONNRESET, when the client closes the
+ * socket before sending it all (and a stream pipeline with ERR_STREAM_PREMATURE_CLOSE).
+ */
+function isClientAbort(error: Error, c: Context): boolean {
+  if (c.req.raw.signal.aborted) return true
+  for (let current: unknown = error; current instanceof Error; current = current.cause) {
+    const code = (current as NodeJS.ErrnoException).code
+    if (code === 'ERR_STREAM_PREMATURE_CLOSE') return true
+    if (code === 'ECONNRESET' && current.message === 'aborted') return true
+  }
+  return false
 }
 
 /** Set by the request-id middleware; absent for errors raised before it ran. */

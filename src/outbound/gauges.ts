@@ -1,21 +1,41 @@
 import type postgres from 'postgres'
+import { estimatedRows } from '../db/gauges.js'
 import { addGauge, type Metrics } from '../metrics.js'
 
 /**
- * The outbound ledger on /metrics, read on scrape. The two queues that wait for a person get their
+ * Operations still in motion or waiting for someone. The settled ones (completed, compensated,
+ * exhausted, failed, abandoned) are most of the table and are not counted on scrape: their total is
+ * estimated, so a scrape reads through operations_status_updated_idx only the rows that matter.
+ */
+export const LIVE_OPERATION_STATUSES = [
+  'in_progress',
+  'needs_reconciliation',
+  'awaiting_approval',
+  'retry_approved',
+] as const
+
+/**
+ * The outbound ledger on /metrics, read on scrape, each query served by a status index. The two queues that wait for a person get their
  * own series (count and oldest age), so an alert needs no label arithmetic: an operation whose
  * outcome is unknown, or an approval nobody decided, is work that stops until someone acts.
  */
 export function addOutboundGauges(metrics: Metrics, client: postgres.Sql): void {
   addGauge(metrics, {
     name: 'hookledger_operations',
-    help: 'Outbound operations in the ledger, by tool and status',
+    help: 'Outbound operations not yet settled, by tool and status',
     labelNames: ['tool', 'status'],
     read: async () => {
       const rows = await client<Array<{ tool: string; status: string; n: number }>>`
-        select tool, status::text as status, count(*)::int as n from operations group by tool, status`
+        select tool, status::text as status, count(*)::int as n from operations
+        where status in ${client(LIVE_OPERATION_STATUSES)} group by tool, status`
       return rows.map((row) => ({ labels: { tool: row.tool, status: row.status }, value: row.n }))
     },
+  })
+  addGauge(metrics, {
+    name: 'hookledger_operations_estimated_rows',
+    help: "Outbound operations in the ledger, all statuses: PostgreSQL's estimate, updated by autovacuum",
+    labelNames: [],
+    read: async () => [{ labels: {}, value: await estimatedRows(client, 'operations') }],
   })
   addGauge(metrics, {
     name: 'hookledger_operations_needs_reconciliation',

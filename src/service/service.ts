@@ -2,21 +2,21 @@ import type { AddressInfo } from 'node:net'
 import { type ServerType, serve } from '@hono/node-server'
 import type { Queue } from 'bullmq'
 import { sql } from 'drizzle-orm'
-import type postgres from 'postgres'
 import { type Config, ConfigError, loadConfig } from '../config/config.js'
 import { type Environment, EnvironmentError } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
-import { openLedger } from '../db/client.js'
+import { ledgerPoolSize, openLedger } from '../db/client.js'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
+import { addLedgerGauges } from '../db/gauges.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
-import { settlesWithin, withDeadline } from '../deadline.js'
+import { settlesWithin } from '../deadline.js'
 import { createFailpoints } from '../failpoints.js'
 import { forwardDelivery } from '../handlers/forward.js'
 import type { EventHandler, SourceHandler } from '../handlers/types.js'
 import { createApp, createHealthApp } from '../http/app.js'
 import type { ReadinessCheck } from '../http/routes/health.js'
 import { createLogger, type Logger } from '../logger.js'
-import { addGauge, createMetrics, type Metrics } from '../metrics.js'
+import { createMetrics } from '../metrics.js'
 import { addOutboundGauges } from '../outbound/gauges.js'
 import { createOutboundLedger, type OutboundLedger } from '../outbound/ledger.js'
 import {
@@ -27,7 +27,7 @@ import {
   startReconciler,
 } from '../outbound/reconcile.js'
 import type { Tool } from '../outbound/tools.js'
-import type { JobQueue, QueueBackend } from '../queue/backend.js'
+import type { QueueBackend } from '../queue/backend.js'
 import { createBullmqBackend } from '../queue/bullmq.js'
 import { createEnqueuer } from '../queue/enqueuer.js'
 import { createInProcessBackend } from '../queue/in-process.js'
@@ -37,6 +37,7 @@ import {
   type ProcessEventData,
   processEventJobOptions,
 } from '../queue/jobs.js'
+import { claimQueuePrefix } from '../queue/prefix-owner.js'
 import { startRelay } from '../queue/relay.js'
 import { retentionWarnings, startRetention } from '../queue/retention.js'
 import { startWorker } from '../queue/worker.js'
@@ -88,6 +89,12 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     : new Map<string, SourceHandler>()
   const failpoints = createFailpoints(env.HOOKLEDGER_FAILPOINT)
   for (const warning of retentionWarnings(config)) logger.warn(warning)
+  const poolSize = ledgerPoolSize({
+    configured: config.file.database.poolSize,
+    runsApi: role !== 'worker',
+    runsWorker,
+    workerConcurrency: config.file.worker.concurrency,
+  })
 
   let databaseUrl = env.DATABASE_URL
   let embedded: EmbeddedPostgres | undefined
@@ -101,9 +108,18 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     )
   }
   await migrateLedger(databaseUrl, logger)
-  const ledger = openLedger(databaseUrl, { max: runsWorker ? config.file.worker.concurrency + 10 : 20 })
+  const ledger = openLedger(databaseUrl, { max: poolSize })
   const deploymentId = await readDeploymentId(ledger.db)
   const queuePrefix = config.file.queue.prefix ?? deploymentQueuePrefix(deploymentId)
+  if (env.REDIS_URL !== undefined && config.file.queue.prefix !== undefined) {
+    try {
+      await claimQueuePrefix({ redisUrl: env.REDIS_URL, prefix: queuePrefix, deploymentId, logger })
+    } catch (error) {
+      await ledger.close()
+      await embedded?.stop()
+      throw error
+    }
+  }
 
   const backend: QueueBackend =
     env.REDIS_URL === undefined
@@ -134,7 +150,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   // A worker-only process serves /healthz and /readyz alone, so orchestrators can watch it too.
   const app =
     role === 'worker'
-      ? createHealthApp(readiness, metrics, logger)
+      ? createHealthApp(readiness, metrics, logger, env.METRICS_TOKEN)
       : createApp({
           config,
           db: ledger.db,
@@ -149,6 +165,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           outbound,
           adminToken: env.ADMIN_TOKEN,
           agentToken: env.AGENT_TOKEN,
+          metricsToken: env.METRICS_TOKEN,
           dashboardQueues: backend.kind === 'bullmq' ? backend.queues() : undefined,
         })
   const server = await new Promise<ServerType>((resolve) => {
@@ -157,7 +174,15 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const address = server.address() as AddressInfo
   const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
   logger.info(
-    { url, role, deploymentId, queue: backend.kind, queuePrefix, sources: [...config.sources.keys()] },
+    {
+      url,
+      role,
+      deploymentId,
+      queue: backend.kind,
+      queuePrefix,
+      poolSize,
+      sources: [...config.sources.keys()],
+    },
     'hookledger listening',
   )
 
@@ -225,33 +250,6 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       return closing
     },
   }
-}
-
-/** Read on scrape: the ledger's events by status, and the queue's jobs by state. */
-function addLedgerGauges(metrics: Metrics, client: postgres.Sql, queue: JobQueue<ProcessEventData>) {
-  addGauge(metrics, {
-    name: 'hookledger_events',
-    help: 'Inbound events in the ledger, by source and status',
-    labelNames: ['source', 'status'],
-    read: async () => {
-      const rows = await client<Array<{ source: string; status: string; n: number }>>`
-        select source, status::text as status, count(*)::int as n from inbound_events group by source, status`
-      return rows.map((row) => ({ labels: { source: row.source, status: row.status }, value: row.n }))
-    },
-  })
-  addGauge(metrics, {
-    name: 'hookledger_queue_jobs',
-    help: 'Jobs in the inbound queue, by state',
-    labelNames: ['state'],
-    read: async () => {
-      const counts = await withDeadline(
-        queue.getJobCounts('waiting', 'active', 'delayed', 'failed'),
-        2000,
-        'Redis did not answer the job counts',
-      )
-      return Object.entries(counts).map(([state, value]) => ({ labels: { state }, value }))
-    },
-  })
 }
 
 /**

@@ -67,6 +67,9 @@ describe('outbound gauges on /metrics', () => {
     await decide(db.db, { approvalId: escalated.approvalId, decision: 'abandon', by: 'ops' })
     text = await scrape()
     expect(series(text, 'hookledger_approvals_pending')).toBe(0)
-    expect(series(text, 'hookledger_operations{tool="charge",status="abandoned"}')).toBe(1)
+    // Settled operations leave the live series; the table's size is an estimate.
+    expect(series(text, 'hookledger_operations{tool="charge",status="abandoned"}')).toBeUndefined()
+    expect(series(text, 'hookledger_operations{tool="charge",status="awaiting_approval"}')).toBeUndefined()
+    expect(series(text, 'hookledger_operations_estimated_rows')).toBeGreaterThanOrEqual(0)
   })
 })

@@ -1,7 +1,7 @@
 import type { Config } from '../../src/config/config.js'
 import { readEnvironment } from '../../src/config/env.js'
 import type { EventHandler } from '../../src/handlers/types.js'
-import { createLogger } from '../../src/logger.js'
+import { createLogger, type Logger } from '../../src/logger.js'
 import type { Tool } from '../../src/outbound/tools.js'
 import { type Role, type Service, startService } from '../../src/service/service.js'
 import { createTestDatabase, type TestDatabase } from './database.js'
@@ -28,6 +28,8 @@ export async function startTestService(
     /** More variables for the service's environment (ADMIN_TOKEN, AGENT_TOKEN, …). */
     env?: Record<string, string>
     tools?: readonly Tool<never, unknown>[]
+    /** Silent unless given (a captured logger, for tests that assert what is logged). */
+    logger?: Logger
   } = {},
 ): Promise<TestService> {
   const database = options.database ?? (await createTestDatabase())
@@ -44,7 +46,7 @@ export async function startTestService(
     config: options.config ?? testConfig(),
     role: options.role ?? 'all',
     handlers: options.handlers ?? {},
-    logger: createLogger('silent'),
+    logger: options.logger ?? createLogger('silent'),
     tools: options.tools ?? [],
   })
   return {

@@ -1,5 +1,6 @@
 import { Hono } from 'hono'
 import { withDeadline } from '../../deadline.js'
+import type { Logger } from '../../logger.js'
 
 export interface ReadinessCheck {
   name: string
@@ -10,8 +11,12 @@ export interface ReadinessCheck {
 
 const CHECK_TIMEOUT_MS = 2000
 
-/** `/healthz`: the process answers. `/readyz`: its stores answer too, so a balancer can route to it. */
-export function healthRoutes(checks: readonly ReadinessCheck[]) {
+/**
+ * `/healthz`: the process answers. `/readyz`: its stores answer too, so a balancer can route to it.
+ * Both are anonymous, so a failing check shows only its name: the driver's text (host names, user
+ * names, "password authentication failed …") goes to the log, never to the caller.
+ */
+export function healthRoutes(checks: readonly ReadinessCheck[], logger: Logger) {
   return new Hono()
     .get('/healthz', (c) => c.json({ status: 'ok' }))
     .get('/readyz', async (c) => {
@@ -21,7 +26,8 @@ export function healthRoutes(checks: readonly ReadinessCheck[]) {
             await withDeadline(check(), CHECK_TIMEOUT_MS, `no answer within ${CHECK_TIMEOUT_MS} ms`)
             return [name, ok ?? 'ok', true] as const
           } catch (error) {
-            return [name, error instanceof Error ? error.message : String(error), false] as const
+            logger.warn({ err: error, check: name }, `readiness check '${name}' failed`)
+            return [name, 'unavailable', false] as const
           }
         }),
       )
