@@ -42,6 +42,28 @@ export const configFileSchema = z.object({
         .min(1)
         .max(64 * 1024 * 1024)
         .default(1024 * 1024),
+      /** The largest body `/v1/operations` reads: an agent's args are small, a 60 MB one is an attack. */
+      operationsBodyLimitBytes: z
+        .number()
+        .int()
+        .min(1024)
+        .max(64 * 1024 * 1024)
+        .default(1024 * 1024),
+      /** A client still sending its headers after this long is answered 408 and cut off (slowloris). */
+      headersTimeoutMs: z.number().int().min(100).max(600_000).default(20_000),
+      /** A client still sending its request (headers and body) after this long is answered 408 and cut off. */
+      requestTimeoutMs: z.number().int().min(100).max(3_600_000).default(30_000),
+      /**
+       * An idle keep-alive connection is closed after this long. Above the usual 60 s idle timeout of
+       * load balancers, so the balancer, not this server, closes first and never reuses a socket that
+       * is being closed under it (a reset for the next request).
+       */
+      keepAliveTimeoutMs: z.number().int().min(1000).max(600_000).default(65_000),
+    })
+    // Node refuses to start a server whose headers timeout exceeds its request timeout.
+    .refine((server) => server.headersTimeoutMs <= server.requestTimeoutMs, {
+      message: 'headersTimeoutMs must not exceed requestTimeoutMs',
+      path: ['headersTimeoutMs'],
     })
     .prefault({}),
   worker: z

@@ -7,6 +7,7 @@ import { MAX_KEY_LENGTH } from '../../outbound/keys.js'
 import { findOperation, listAttempts } from '../../outbound/store.js'
 import { ApiError } from '../errors.js'
 import { bearerAuth } from '../middleware/bearer.js'
+import { limitBody } from '../middleware/body-limit.js'
 import { parseJsonBody } from '../validate.js'
 
 const key = z.string().min(1).max(MAX_KEY_LENGTH)
@@ -46,9 +47,11 @@ export function operationRoutes(deps: {
   db: Database
   protocol: AgentProtocol
   agentToken: string | undefined
+  bodyLimitBytes: number
 }) {
   return new Hono()
     .use('*', bearerAuth(deps.agentToken, 'agent API', 'AGENT_TOKEN'))
+    .use('*', limitBody(deps.bodyLimitBytes, '/v1/operations'))
     .post('/claim', async (c) => {
       const body = await parseJsonBody(c, claimBody)
       return respond(await deps.protocol.claim(body))
