@@ -23,6 +23,7 @@ type Variables = { source: Source } & RequestIdVariables
 const REJECTION_STATUS: Record<RejectionCode, 400 | 401> = {
   missing_signature_headers: 400,
   malformed_signature_header: 400,
+  too_many_signatures: 400,
   missing_event_id: 400,
   invalid_event_id: 400,
   invalid_json: 400,

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { parseJsonBody, readEventId } from './body.js'
 import { secretsField } from './config-fields.js'
-import { anyMatch, decodeSignature, hmac, keepHeaders, loadSecrets } from './signatures.js'
+import { anyMatch, decodeSignature, hmac, keepHeaders, loadSecrets, signatureEntries } from './signatures.js'
 import { reject, type Scheme } from './types.js'
 
 /**
@@ -45,9 +45,10 @@ export const github: Scheme<'github', typeof configSchema> = {
         }
         // One value per header in practice; a comma list is accepted so that a proxy joining
         // repeated headers does not break verification.
+        const entries = signatureEntries(header, ',', SIGNATURE)
+        if (!Array.isArray(entries)) return entries
         const signatures: Buffer[] = []
-        for (const item of header.split(',')) {
-          const value = item.trim()
+        for (const value of entries) {
           if (!value.startsWith('sha256=')) continue
           const decoded = decodeSignature(value.slice('sha256='.length), 'hex')
           if (decoded !== undefined) signatures.push(decoded)

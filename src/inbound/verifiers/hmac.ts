@@ -9,6 +9,7 @@ import {
   keepHeaders,
   loadSecrets,
   parseUnixSeconds,
+  signatureEntries,
 } from './signatures.js'
 import { ConfigError, reject, type Scheme, type Verification } from './types.js'
 
@@ -152,9 +153,11 @@ export const hmac: Scheme<'hmac', typeof configSchema> = {
           if (outside !== undefined) return outside
           timestampText = value
         }
+        const entries = signatureEntries(header, /[\s,]+/, config.header)
+        if (!Array.isArray(entries)) return entries
         const signatures: Buffer[] = []
-        for (const item of header.split(/[\s,]+/)) {
-          if (item === '' || !item.startsWith(config.prefix)) continue
+        for (const item of entries) {
+          if (!item.startsWith(config.prefix)) continue
           const decoded = decodeSignature(item.slice(config.prefix.length), config.encoding)
           if (decoded !== undefined) signatures.push(decoded)
         }

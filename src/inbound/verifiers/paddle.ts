@@ -9,6 +9,7 @@ import {
   keepHeaders,
   loadSecrets,
   parseUnixSeconds,
+  signatureEntries,
 } from './signatures.js'
 import { reject, type Scheme } from './types.js'
 
@@ -36,10 +37,12 @@ export const paddle: Scheme<'paddle', typeof configSchema> = {
       verify(delivery) {
         const header = delivery.headers[SIGNATURE]
         if (header === undefined) return reject('missing_signature_headers', `expected a ${SIGNATURE} header`)
+        const entries = signatureEntries(header, ';', SIGNATURE)
+        if (!Array.isArray(entries)) return entries
         let timestamp: number | undefined
         let timestamps = 0
         const signatures: Buffer[] = []
-        for (const item of header.split(';')) {
+        for (const item of entries) {
           const equals = item.indexOf('=')
           if (equals < 0) continue
           const key = item.slice(0, equals).trim()

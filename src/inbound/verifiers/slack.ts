@@ -9,6 +9,7 @@ import {
   keepHeaders,
   loadSecrets,
   parseUnixSeconds,
+  signatureEntries,
 } from './signatures.js'
 import { reject, type Scheme, type Verification } from './types.js'
 
@@ -46,9 +47,10 @@ export const slack: Scheme<'slack', typeof configSchema> = {
         const timestamp = parseUnixSeconds(timestampText)
         if (timestamp === undefined)
           return reject('malformed_signature_header', `${TIMESTAMP} must be Unix seconds`)
+        const entries = signatureEntries(header, ',', SIGNATURE)
+        if (!Array.isArray(entries)) return entries
         const signatures: Buffer[] = []
-        for (const item of header.split(',')) {
-          const value = item.trim()
+        for (const value of entries) {
           if (!value.startsWith('v0=')) continue
           const decoded = decodeSignature(value.slice(3), 'hex')
           if (decoded !== undefined) signatures.push(decoded)

@@ -1,7 +1,7 @@
 import { z } from 'zod'
 import { parseJsonBody, readEventIdAt, stringAt } from './body.js'
 import { secretsField } from './config-fields.js'
-import { anyMatch, decodeSignature, hmac, keepHeaders, loadSecrets } from './signatures.js'
+import { anyMatch, decodeSignature, hmac, keepHeaders, loadSecrets, signatureEntries } from './signatures.js'
 import { reject, type Scheme } from './types.js'
 
 /**
@@ -32,9 +32,11 @@ export const square: Scheme<'square', typeof configSchema> = {
         const header = delivery.headers[SIGNATURE]
         if (header === undefined)
           return reject('missing_signature_headers', `expected an ${SIGNATURE} header`)
+        const entries = signatureEntries(header, ',', SIGNATURE)
+        if (!Array.isArray(entries)) return entries
         const signatures: Buffer[] = []
-        for (const item of header.split(',')) {
-          const decoded = decodeSignature(item.trim(), 'base64')
+        for (const item of entries) {
+          const decoded = decodeSignature(item, 'base64')
           if (decoded !== undefined) signatures.push(decoded)
         }
         if (signatures.length === 0)

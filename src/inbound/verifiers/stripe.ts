@@ -9,6 +9,7 @@ import {
   keepHeaders,
   loadSecrets,
   parseUnixSeconds,
+  signatureEntries,
 } from './signatures.js'
 import { ConfigError, reject, type Scheme } from './types.js'
 
@@ -42,7 +43,9 @@ export const stripe: Scheme<'stripe', typeof configSchema> = {
       verify(delivery) {
         const header = delivery.headers[HEADER]
         if (header === undefined) return reject('missing_signature_headers', `expected a ${HEADER} header`)
-        const parsed = parseHeader(header)
+        const entries = signatureEntries(header, ',', HEADER)
+        if (!Array.isArray(entries)) return entries
+        const parsed = parseHeader(entries)
         if (parsed === undefined) {
           return reject(
             'malformed_signature_header',
@@ -81,10 +84,10 @@ export const stripe: Scheme<'stripe', typeof configSchema> = {
  * Reads `t` and every `v1`. `v0` and unknown schemes are ignored, never verified: accepting a weaker
  * scheme the sender also lists would let an attacker downgrade to it.
  */
-function parseHeader(header: string): { timestamp: number; signatures: Buffer[] } | undefined {
+function parseHeader(entries: readonly string[]): { timestamp: number; signatures: Buffer[] } | undefined {
   let timestamp: number | undefined
   const signatures: Buffer[] = []
-  for (const item of header.split(',')) {
+  for (const item of entries) {
     const equals = item.indexOf('=')
     if (equals < 0) continue
     const key = item.slice(0, equals).trim()
