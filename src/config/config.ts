@@ -1,6 +1,12 @@
 import { readFile } from 'node:fs/promises'
 import { z } from 'zod'
-import { ConfigError, createVerifier, type Verifier, verifyConfigSchema } from '../inbound/verifiers/index.js'
+import {
+  ConfigError,
+  createVerifier,
+  eventIdIsSigned,
+  type Verifier,
+  verifyConfigSchema,
+} from '../inbound/verifiers/index.js'
 import { outboundSettingsSchema } from '../outbound/settings.js'
 
 const SOURCE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
@@ -30,6 +36,12 @@ const sourceSchema = z.object({
    * arriving later is accepted as new, so keep this longer than the provider retries.
    */
   retentionDays: z.number().int().min(1).max(3650).default(30),
+  /**
+   * Also answer `duplicate` to a delivery whose body equals a kept event's body under another id, for
+   * as long as that row is kept (retentionDays). Default: on where the signature does not cover the
+   * event id (github, shopify, hmac with an unsigned id header), off elsewhere.
+   */
+  dedupOnBody: z.boolean().optional(),
 })
 
 export const configFileSchema = z.object({
@@ -130,6 +142,8 @@ export interface Source {
   config: SourceConfig
   verifier: Verifier
   bodyLimitBytes: number
+  /** Whether a resent body under a fresh event id is a duplicate (see sourceSchema.dedupOnBody). */
+  dedupOnBody: boolean
 }
 
 export interface Config {
@@ -164,6 +178,7 @@ export function buildConfig(input: unknown, lookup: (name: string) => string | u
         config: source,
         verifier,
         bodyLimitBytes: source.bodyLimitBytes ?? parsed.data.server.bodyLimitBytes,
+        dedupOnBody: source.dedupOnBody ?? !eventIdIsSigned(source.verify),
       })
     } catch (error) {
       if (!(error instanceof ConfigError)) throw error

@@ -75,6 +75,13 @@ export function webhookRoutes(deps: WebhookRouteDependencies) {
         return c.json({ status: 'accepted', id: outcome.id }, 200)
       case 'duplicate':
         return c.json({ status: 'duplicate', id: outcome.id }, 200)
+      case 'replay':
+        // 200, so the sender stops; nothing is forwarded again. The id is the original's row.
+        log.warn(
+          { id: outcome.id },
+          'signed body already received under another event id; not forwarded again',
+        )
+        return c.json({ status: 'duplicate', id: outcome.id }, 200)
       case 'handshake':
         return c.json(outcome.body as object, 200)
       case 'conflict':
