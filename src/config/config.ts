@@ -1,6 +1,12 @@
 import { readFile } from 'node:fs/promises'
 import { z } from 'zod'
-import { ConfigError, createVerifier, type Verifier, verifyConfigSchema } from '../inbound/verifiers/index.js'
+import {
+  ConfigError,
+  createVerifier,
+  eventIdIsSigned,
+  type Verifier,
+  verifyConfigSchema,
+} from '../inbound/verifiers/index.js'
 import { outboundSettingsSchema } from '../outbound/settings.js'
 
 const SOURCE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
@@ -30,6 +36,12 @@ const sourceSchema = z.object({
    * arriving later is accepted as new, so keep this longer than the provider retries.
    */
   retentionDays: z.number().int().min(1).max(3650).default(30),
+  /**
+   * Also answer `duplicate` to a delivery whose body equals a kept event's body under another id, for
+   * as long as that row is kept (retentionDays). Default: on where the signature does not cover the
+   * event id (github, shopify, hmac with an unsigned id header), off elsewhere.
+   */
+  dedupOnBody: z.boolean().optional(),
 })
 
 export const configFileSchema = z.object({
@@ -42,6 +54,28 @@ export const configFileSchema = z.object({
         .min(1)
         .max(64 * 1024 * 1024)
         .default(1024 * 1024),
+      /** The largest body `/v1/operations` reads: an agent's args are small, a 60 MB one is an attack. */
+      operationsBodyLimitBytes: z
+        .number()
+        .int()
+        .min(1024)
+        .max(64 * 1024 * 1024)
+        .default(1024 * 1024),
+      /** A client still sending its headers after this long is answered 408 and cut off (slowloris). */
+      headersTimeoutMs: z.number().int().min(100).max(600_000).default(20_000),
+      /** A client still sending its request (headers and body) after this long is answered 408 and cut off. */
+      requestTimeoutMs: z.number().int().min(100).max(3_600_000).default(30_000),
+      /**
+       * An idle keep-alive connection is closed after this long. Above the usual 60 s idle timeout of
+       * load balancers, so the balancer, not this server, closes first and never reuses a socket that
+       * is being closed under it (a reset for the next request).
+       */
+      keepAliveTimeoutMs: z.number().int().min(1000).max(600_000).default(65_000),
+    })
+    // Node refuses to start a server whose headers timeout exceeds its request timeout.
+    .refine((server) => server.headersTimeoutMs <= server.requestTimeoutMs, {
+      message: 'headersTimeoutMs must not exceed requestTimeoutMs',
+      path: ['headersTimeoutMs'],
     })
     .prefault({}),
   worker: z
@@ -117,6 +151,8 @@ export interface Source {
   config: SourceConfig
   verifier: Verifier
   bodyLimitBytes: number
+  /** Whether a resent body under a fresh event id is a duplicate (see sourceSchema.dedupOnBody). */
+  dedupOnBody: boolean
 }
 
 export interface Config {
@@ -151,6 +187,7 @@ export function buildConfig(input: unknown, lookup: (name: string) => string | u
         config: source,
         verifier,
         bodyLimitBytes: source.bodyLimitBytes ?? parsed.data.server.bodyLimitBytes,
+        dedupOnBody: source.dedupOnBody ?? !eventIdIsSigned(source.verify),
       })
     } catch (error) {
       if (!(error instanceof ConfigError)) throw error

@@ -1,4 +1,5 @@
 import type postgres from 'postgres'
+import { isLedgerUnavailable } from './client.js'
 
 export interface NewEvent {
   source: string
@@ -7,12 +8,16 @@ export interface NewEvent {
   payloadHash: string
   body: Buffer
   headers: Record<string, string>
+  /** payloadHash for a source that dedups on the body too (its event id is unsigned); else absent. */
+  bodyKey?: string | null
 }
 
 export type ClaimResult =
   | { kind: 'accepted'; id: string }
   | { kind: 'duplicate'; id: string }
   | { kind: 'conflict'; id: string }
+  /** Another event id, the same signed body as the row `id`: a captured delivery sent again. */
+  | { kind: 'replay'; id: string }
 
 const key = (source: string, eventId: string) => `${source}\u0000${eventId}`
 
@@ -21,24 +26,27 @@ const key = (source: string, eventId: string) => `${source}\u0000${eventId}`
  * on its own, for any number of deliveries. Concurrent deliveries of one event meet on that index, so
  * exactly one is `accepted` and no prior SELECT can race. The others then read the winner's hash to
  * tell a retry (duplicate) from a reuse of the id with another body (conflict, recorded as evidence).
+ * For a source that dedups on the body, the (source, body_key) index is a second arbiter of the same
+ * statement, so concurrent replays of one body under fresh ids meet there the same way.
  */
 export async function claimEvents(sql: postgres.Sql, events: readonly NewEvent[]): Promise<ClaimResult[]> {
   if (events.length === 0) return []
   // Arrays, one per column, unnested in order: the first delivery of a key in the batch wins. Bodies
   // travel as hex because postgres-js sends no bytea arrays.
   const inserted = await sql<Array<{ id: string; source: string; event_id: string }>>`
-    insert into inbound_events (source, event_id, event_type, payload_hash, body, headers)
-    select source, event_id, event_type, payload_hash, decode(body, 'hex'), headers::jsonb
+    insert into inbound_events (source, event_id, event_type, payload_hash, body, headers, body_key)
+    select source, event_id, event_type, payload_hash, decode(body, 'hex'), headers::jsonb, body_key
     from unnest(
       ${events.map((e) => e.source)}::text[],
       ${events.map((e) => e.eventId)}::text[],
       ${events.map((e) => e.eventType)}::text[],
       ${events.map((e) => e.payloadHash)}::text[],
       ${events.map((e) => e.body.toString('hex'))}::text[],
-      ${events.map((e) => JSON.stringify(e.headers))}::text[]
-    ) with ordinality as input(source, event_id, event_type, payload_hash, body, headers, position)
+      ${events.map((e) => JSON.stringify(e.headers))}::text[],
+      ${events.map((e) => e.bodyKey ?? null)}::text[]
+    ) with ordinality as input(source, event_id, event_type, payload_hash, body, headers, body_key, position)
     order by position
-    on conflict (source, event_id) do nothing
+    on conflict do nothing
     returning id, source, event_id`
   const insertedIds = new Map(inserted.map((row) => [key(row.source, row.event_id), row.id]))
 
@@ -56,19 +64,37 @@ export async function claimEvents(sql: postgres.Sql, events: readonly NewEvent[]
     }
   }
   if (unresolved.length > 0) {
-    const existing = await sql<Array<{ id: string; source: string; event_id: string; payload_hash: string }>>`
-      select id, source, event_id, payload_hash from inbound_events
+    const replayable = unresolved.flatMap((i) => {
+      const event = events[i]
+      const bodyKey = event?.bodyKey ?? null
+      return event === undefined || bodyKey === null ? [] : [{ source: event.source, bodyKey }]
+    })
+    const existing = await sql<
+      Array<{ id: string; source: string; event_id: string; payload_hash: string; body_key: string | null }>
+    >`
+      select id, source, event_id, payload_hash, body_key from inbound_events
       where (source, event_id) in (
         select * from unnest(
           ${unresolved.map((i) => events[i]?.source ?? '')}::text[],
-          ${unresolved.map((i) => events[i]?.eventId ?? '')}::text[]))`
+          ${unresolved.map((i) => events[i]?.eventId ?? '')}::text[]))
+      or (source, body_key) in (
+        select * from unnest(
+          ${replayable.map((r) => r.source)}::text[],
+          ${replayable.map((r) => r.bodyKey)}::text[]))`
     const byKey = new Map(existing.map((row) => [key(row.source, row.event_id), row]))
+    const byBody = new Map(
+      existing.flatMap((row) => (row.body_key === null ? [] : [[key(row.source, row.body_key), row.id]])),
+    )
     const retry: number[] = []
     for (const index of unresolved) {
       const event = events[index]
       if (event === undefined) continue
       const original = byKey.get(key(event.source, event.eventId))
-      if (original === undefined) {
+      const bodyKey = event.bodyKey ?? null
+      const sameBody = bodyKey === null ? undefined : byBody.get(key(event.source, bodyKey))
+      if (original === undefined && sameBody !== undefined) {
+        results[index] = { kind: 'replay', id: sameBody }
+      } else if (original === undefined) {
         retry.push(index) // deleted (retention) between the two statements: claim it again
       } else if (original.payload_hash === event.payloadHash) {
         results[index] = { kind: 'duplicate', id: original.id }
@@ -126,9 +152,23 @@ export function createClaimBatcher(
         }
       },
       (error: unknown) => {
-        for (const entry of batch) entry.reject(error)
+        if (batch.length === 1 || isLedgerUnavailable(error)) {
+          for (const entry of batch) entry.reject(error)
+          return
+        }
+        // One value the statement could not take (data no check foresaw) fails every row in it:
+        // claim each delivery alone, so only the one at fault fails and its neighbours commit.
+        for (const entry of batch) claimAlone(entry)
       },
     )
+  }
+
+  const claimAlone = (entry: Waiting) => {
+    claimEvents(sql, [entry.event]).then(([result]) => {
+      hooks.afterCommit?.()
+      if (result === undefined) entry.reject(new Error('claim left a delivery without a result'))
+      else entry.resolve(result)
+    }, entry.reject)
   }
 
   return {

@@ -37,6 +37,11 @@ export const inboundEvents = pgTable(
     payloadHash: text('payload_hash').notNull(),
     /** The exact bytes received, so an event can be re-verified, inspected and replayed. */
     body: bytea('body').notNull(),
+    /**
+     * payload_hash again, set only for sources that dedup on the body (their event id is not signed):
+     * a captured delivery resent under a fresh id meets the original on the unique index below.
+     */
+    bodyKey: text('body_key'),
     headers: jsonb('headers').$type<Record<string, string>>().notNull(),
     status: eventStatus('status').notNull().default('pending'),
     /** Attempts of the current round; a replay starts a new round at 0 (the worker's cap counts this). */
@@ -56,6 +61,10 @@ export const inboundEvents = pgTable(
   (t) => [
     // The claim: concurrent deliveries of one event race on this index, never on a prior SELECT.
     uniqueIndex('inbound_events_source_event_id_uq').on(t.source, t.eventId),
+    // The same claim, keyed on the signed body, for sources whose event id anyone can change.
+    uniqueIndex('inbound_events_source_body_key_uq')
+      .on(t.source, t.bodyKey)
+      .where(sql`${t.bodyKey} is not null`),
     index('inbound_events_status_received_idx').on(t.status, t.receivedAt),
     // The admin page's keyset paging, newest first, over all statuses (received_at, id), and its
     // overview's time windows: the other columns let those read the index alone (migration 0004).

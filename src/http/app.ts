@@ -51,7 +51,12 @@ export function createApp(deps: AppDependencies) {
       .route('/webhooks', webhookRoutes(deps))
       .route(
         '/v1/operations',
-        operationRoutes({ db: deps.db, protocol: agentProtocol(outbound), agentToken: deps.agentToken }),
+        operationRoutes({
+          db: deps.db,
+          protocol: agentProtocol(outbound),
+          agentToken: deps.agentToken,
+          bodyLimitBytes: deps.config.file.server.operationsBodyLimitBytes,
+        }),
       )
       .route('/admin/api', adminRoutes({ db: deps.db, adminToken: deps.adminToken }))
       .route(

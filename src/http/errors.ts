@@ -37,7 +37,10 @@ export function handleError(logger: Logger) {
       return c.json(errorBody(error.code, error.message), error.status, error.headers)
     }
     if (error instanceof HTTPException && error.status === 413) {
-      return c.json(errorBody('payload_too_large', 'the body is larger than this source accepts'), 413)
+      // The unread body stays on the socket, which is closed: say so, or the client reuses it.
+      return c.json(errorBody('payload_too_large', 'the body is larger than this route accepts'), 413, {
+        Connection: 'close',
+      })
     }
     if (error instanceof HTTPException && error.status < 500) {
       return c.json(

@@ -2,11 +2,13 @@ import { createHash } from 'node:crypto'
 import type { Source } from '../config/config.js'
 import type { ClaimBatcher } from '../db/claims.js'
 import { isLedgerUnavailable } from '../db/client.js'
+import { storableText } from '../db/text.js'
 import type { RejectionCode } from './verifiers/index.js'
 
 export type ReceiveOutcome =
   | { kind: 'accepted'; id: string }
   | { kind: 'duplicate'; id: string }
+  | { kind: 'replay'; id: string }
   | { kind: 'conflict'; id: string; eventId: string }
   | { kind: 'rejected'; code: RejectionCode; message: string }
   | { kind: 'handshake'; body: unknown }
@@ -30,13 +32,18 @@ export async function receiveDelivery(
 ): Promise<ReceiveOutcome> {
   const verification = source.verifier.verify({ raw, headers, now: (deps.now ?? Date.now)() })
   if (verification.kind !== 'verified') return verification
+  const payloadHash = createHash('sha256').update(raw).digest('hex')
+  // The raw bytes are stored as they came (bytea); the text derived from them is made storable here,
+  // so a NUL in a signed `type` can fail neither this delivery nor its batch neighbours. The event id
+  // needs nothing: verifiers accept only visible ASCII.
   const event = {
     source: source.config.id,
     eventId: verification.eventId,
-    eventType: verification.eventType,
-    payloadHash: createHash('sha256').update(raw).digest('hex'),
+    eventType: verification.eventType === null ? null : storableText(verification.eventType),
+    payloadHash,
     body: raw,
-    headers: { ...pickHeaders(headers), ...verification.keptHeaders },
+    headers: storableHeaders({ ...pickHeaders(headers), ...verification.keptHeaders }),
+    bodyKey: source.dedupOnBody ? payloadHash : null,
   }
   try {
     const claim = await deps.claims.claim(event)
@@ -49,6 +56,10 @@ export async function receiveDelivery(
 
 /** Headers kept beside the signature ones: enough to replay the delivery with its original meaning. */
 const GENERAL_HEADERS = ['content-type', 'user-agent'] as const
+
+function storableHeaders(headers: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.entries(headers).map(([name, value]) => [name, storableText(value)]))
+}
 
 function pickHeaders(headers: Record<string, string>): Record<string, string> {
   const kept: Record<string, string> = {}

@@ -169,7 +169,15 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           dashboardQueues: backend.kind === 'bullmq' ? backend.queues() : undefined,
         })
   const server = await new Promise<ServerType>((resolve) => {
-    const started = serve({ fetch: app.fetch, port: env.PORT, hostname: env.HOST }, () => resolve(started))
+    const started = serve(
+      {
+        fetch: app.fetch,
+        port: env.PORT,
+        hostname: env.HOST,
+        serverOptions: httpTimeouts(config.file.server),
+      },
+      () => resolve(started),
+    )
   })
   const address = server.address() as AddressInfo
   const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
@@ -274,6 +282,20 @@ function requireOneProcess(env: Environment, role: Role): void {
 }
 
 const SHUTDOWN_DRAIN_MS = 10_000
+
+/**
+ * Node's defaults let a client drip its body for 300 s, and check only every 30 s: hundreds of slow
+ * connections would then hold the server's sockets and memory. Timeouts are checked at least every
+ * second (or twice per headers timeout, if shorter), so a slow client is cut off close to its limit.
+ */
+function httpTimeouts(settings: Config['file']['server']) {
+  return {
+    headersTimeout: settings.headersTimeoutMs,
+    requestTimeout: settings.requestTimeoutMs,
+    keepAliveTimeout: settings.keepAliveTimeoutMs,
+    connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(settings.headersTimeoutMs / 2))),
+  }
+}
 
 function resolveHandlers(
   config: Config,

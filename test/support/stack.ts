@@ -49,7 +49,7 @@ export interface ApiStack {
 /** The HTTP app on a database and queue of its own, driven with `app.request()`. */
 export async function createApiStack(
   config: Config = testConfig(),
-  options: { adminToken?: string; dashboard?: boolean } = {},
+  options: { adminToken?: string; agentToken?: string; dashboard?: boolean } = {},
 ): Promise<ApiStack> {
   const database = await createTestDatabase()
   const logger = createLogger('silent')
@@ -75,6 +75,7 @@ export async function createApiStack(
     metrics: createMetrics(),
     readiness: [],
     adminToken: options.adminToken,
+    agentToken: options.agentToken,
     dashboardQueues: options.dashboard === true ? [queue] : undefined,
   })
   return {

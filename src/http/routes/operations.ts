@@ -1,12 +1,15 @@
+import type { Context } from 'hono'
 import { Hono } from 'hono'
 import { z } from 'zod'
 import type { Database } from '../../db/client.js'
+import { unstorableText } from '../../db/text.js'
 import type { AgentClaim, AgentProtocol, AgentReport } from '../../outbound/agent.js'
 import { assertNever } from '../../outbound/decision.js'
 import { MAX_KEY_LENGTH } from '../../outbound/keys.js'
 import { findOperation, listAttempts } from '../../outbound/store.js'
 import { ApiError } from '../errors.js'
 import { bearerAuth } from '../middleware/bearer.js'
+import { limitBody } from '../middleware/body-limit.js'
 import { parseJsonBody } from '../validate.js'
 
 const key = z.string().min(1).max(MAX_KEY_LENGTH)
@@ -46,15 +49,17 @@ export function operationRoutes(deps: {
   db: Database
   protocol: AgentProtocol
   agentToken: string | undefined
+  bodyLimitBytes: number
 }) {
   return new Hono()
     .use('*', bearerAuth(deps.agentToken, 'agent API', 'AGENT_TOKEN'))
+    .use('*', limitBody(deps.bodyLimitBytes, '/v1/operations'))
     .post('/claim', async (c) => {
       const body = await parseJsonBody(c, claimBody)
       return respond(await deps.protocol.claim(body))
     })
     .get('/:key', async (c) => {
-      const op = await findOperation(deps.db, c.req.param('key'))
+      const op = await findOperation(deps.db, operationKey(c))
       if (op === undefined) throw new ApiError(404, 'operation_not_found', 'no operation has that key')
       const attempts = await listAttempts(deps.db, op.id)
       return c.json({
@@ -70,31 +75,39 @@ export function operationRoutes(deps: {
       })
     })
     .post('/:key/undo-ref', async (c) => {
+      const target = operationKey(c)
       const body = await parseJsonBody(c, undoRefBody)
-      return report(
-        await deps.protocol.recordUndoRef(c.req.param('key'), body.leaseToken, body.attempt, body.undoRef),
-      )
+      return report(await deps.protocol.recordUndoRef(target, body.leaseToken, body.attempt, body.undoRef))
     })
     .post('/:key/outcome', async (c) => {
+      const target = operationKey(c)
       const body = await parseJsonBody(c, outcomeBody)
       const outcome =
         body.outcome === 'success'
           ? { kind: 'success' as const, result: body.result, downstreamId: body.downstreamId }
           : { kind: body.outcome, error: body.error }
-      return report(
-        await deps.protocol.recordOutcome(c.req.param('key'), body.leaseToken, body.attempt, outcome),
-      )
+      return report(await deps.protocol.recordOutcome(target, body.leaseToken, body.attempt, outcome))
     })
     .post('/:key/undo-outcome', async (c) => {
+      const target = operationKey(c)
       const body = await parseJsonBody(c, undoOutcomeBody)
       const outcome =
         body.outcome === 'success'
           ? { kind: 'success' as const }
           : { kind: 'failure' as const, error: body.error }
-      return report(
-        await deps.protocol.recordUndoOutcome(c.req.param('key'), body.leaseToken, body.attempt, outcome),
-      )
+      return report(await deps.protocol.recordUndoOutcome(target, body.leaseToken, body.attempt, outcome))
     })
+}
+
+/** The `:key` of the path, checked like a body's key: a NUL in the URL must be a 400, not a failed query. */
+function operationKey(c: Context): string {
+  const value = c.req.param('key') ?? ''
+  const problem =
+    value.length === 0 || value.length > MAX_KEY_LENGTH
+      ? `must be 1 to ${MAX_KEY_LENGTH} characters`
+      : unstorableText(value)
+  if (problem !== undefined) throw new ApiError(400, 'invalid_key', `the operation key ${problem}`)
+  return value
 }
 
 function json(body: unknown, status = 200, headers: Record<string, string> = {}) {

@@ -1,6 +1,4 @@
 import { Hono, type MiddlewareHandler } from 'hono'
-import { bodyLimit } from 'hono/body-limit'
-import { HTTPException } from 'hono/http-exception'
 import type { RequestIdVariables } from 'hono/request-id'
 import type { Config, Source } from '../../config/config.js'
 import type { ClaimBatcher } from '../../db/claims.js'
@@ -10,6 +8,7 @@ import type { Logger } from '../../logger.js'
 import { type Metrics, UNKNOWN_SOURCE_LABEL } from '../../metrics.js'
 import type { Enqueuer } from '../../queue/enqueuer.js'
 import { ApiError } from '../errors.js'
+import { limitBody } from '../middleware/body-limit.js'
 
 export interface WebhookRouteDependencies {
   config: Config
@@ -24,6 +23,7 @@ type Variables = { source: Source } & RequestIdVariables
 const REJECTION_STATUS: Record<RejectionCode, 400 | 401> = {
   missing_signature_headers: 400,
   malformed_signature_header: 400,
+  too_many_signatures: 400,
   missing_event_id: 400,
   invalid_event_id: 400,
   invalid_json: 400,
@@ -35,7 +35,7 @@ const REJECTION_STATUS: Record<RejectionCode, 400 | 401> = {
 export function webhookRoutes(deps: WebhookRouteDependencies) {
   const limits = new Map<string, MiddlewareHandler>()
   for (const [id, source] of deps.config.sources) {
-    limits.set(id, bodyLimit({ maxSize: source.bodyLimitBytes }))
+    limits.set(id, limitBody(source.bodyLimitBytes, `source '${id}'`))
   }
 
   const resolveSource: MiddlewareHandler<{ Variables: Variables }> = async (c, next) => {
@@ -51,7 +51,7 @@ export function webhookRoutes(deps: WebhookRouteDependencies) {
     try {
       return await limit(c, next)
     } catch (error) {
-      if (error instanceof HTTPException && error.status === 413) {
+      if (error instanceof ApiError && error.status === 413) {
         deps.metrics.deliveries.inc({ source: id, outcome: 'payload_too_large' })
       }
       throw error
@@ -74,6 +74,13 @@ export function webhookRoutes(deps: WebhookRouteDependencies) {
         deps.enqueuer.enqueue(outcome.id)
         return c.json({ status: 'accepted', id: outcome.id }, 200)
       case 'duplicate':
+        return c.json({ status: 'duplicate', id: outcome.id }, 200)
+      case 'replay':
+        // 200, so the sender stops; nothing is forwarded again. The id is the original's row.
+        log.warn(
+          { id: outcome.id },
+          'signed body already received under another event id; not forwarded again',
+        )
         return c.json({ status: 'duplicate', id: outcome.id }, 200)
       case 'handshake':
         return c.json(outcome.body as object, 200)

@@ -86,5 +86,23 @@ export function providerRetryHorizonSeconds(config: VerifyConfig): number | null
   return SCHEMES[config.scheme].retryHorizonSeconds
 }
 
+/**
+ * Whether the signature covers the event id. Where it does not (GitHub's X-GitHub-Delivery, Shopify's
+ * X-Shopify-Event-Id, an `hmac` id header left out of signedContent), anyone holding one captured
+ * delivery can resend it under a fresh id, so such sources also dedup on the body by default.
+ */
+export function eventIdIsSigned(config: VerifyConfig): boolean {
+  switch (config.scheme) {
+    case 'github':
+    case 'shopify':
+      return false
+    case 'hmac':
+      return 'jsonPointer' in config.eventId || config.signedContent.includes('{id}')
+    default:
+      // Standard Webhooks signs `{id}.{timestamp}.{body}`; the others read the id from the signed body.
+      return true
+  }
+}
+
 export type { Delivery, RejectionCode, SigningInput, Verification, Verifier } from './types.js'
 export { ConfigError } from './types.js'

@@ -43,7 +43,7 @@ describe(`a signature header carries at most ${MAX_SIGNATURE_ENTRIES} entries`, 
     expect(deliverySignedBy(config, MAX_SIGNATURE_ENTRIES)).toMatchObject({ kind: 'verified' })
     expect(deliverySignedBy(config, MAX_SIGNATURE_ENTRIES + 1)).toEqual({
       kind: 'rejected',
-      code: 'malformed_signature_header',
+      code: 'too_many_signatures',
       message: `${signatureHeader} carries more than 16 signatures; at most 16 are accepted`,
     })
   })

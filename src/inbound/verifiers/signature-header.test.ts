@@ -29,13 +29,14 @@ const HEX_B = 'cd'.repeat(32)
 const B64_A = Buffer.from(HEX_A, 'hex').toString('base64')
 
 const malformed = (message: string) => ({ kind: 'rejected', code: 'malformed_signature_header', message })
+const tooManyMessage = (message: string) => ({ kind: 'rejected', code: 'too_many_signatures', message })
 const parsed = (timestamp: number | undefined, ...hex: string[]) => ({
   kind: 'parsed',
   timestamp,
   signatures: hex.map((value) => Buffer.from(value, 'hex')),
 })
 const tooMany = (name: string) =>
-  malformed(`${name} carries more than 16 signatures; at most 16 are accepted`)
+  tooManyMessage(`${name} carries more than 16 signatures; at most 16 are accepted`)
 
 const cases: { name: string; format: SignatureHeaderFormat; header: string; expected: unknown }[] = [
   {
@@ -126,7 +127,7 @@ const cases: { name: string; format: SignatureHeaderFormat; header: string; expe
     name: 'a smaller cap from the caller',
     format: { ...BASE64_LIST, maxEntries: 1 },
     header: `${B64_A},${B64_A}`,
-    expected: malformed('x-shopify-hmac-sha256 carries more than 1 signatures; at most 1 are accepted'),
+    expected: tooManyMessage('x-shopify-hmac-sha256 carries more than 1 signatures; at most 1 are accepted'),
   },
   {
     name: 'whitespace around entries is ignored',

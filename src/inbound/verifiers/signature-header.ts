@@ -1,4 +1,9 @@
-import { decodeSignature, parseUnixSeconds, type SignatureEncoding } from './signatures.js'
+import {
+  decodeSignature,
+  MAX_SIGNATURES_PER_HEADER,
+  parseUnixSeconds,
+  type SignatureEncoding,
+} from './signatures.js'
 import { type Rejection, reject } from './types.js'
 
 /**
@@ -6,7 +11,7 @@ import { type Rejection, reject } from './types.js'
  * against every configured secret, so an unbounded list lets one request buy unbounded work; a
  * sender rotating secrets lists two or three.
  */
-export const MAX_SIGNATURE_ENTRIES = 16
+export const MAX_SIGNATURE_ENTRIES = MAX_SIGNATURES_PER_HEADER
 
 /** The shape of one provider's signature header. */
 export interface SignatureHeaderFormat {
@@ -81,7 +86,7 @@ export function parseSignatureHeader(
       entries += 1
       if (entries > maxEntries) {
         return reject(
-          'malformed_signature_header',
+          'too_many_signatures',
           `${format.name} carries more than ${maxEntries} signatures; at most ${maxEntries} are accepted`,
         )
       }

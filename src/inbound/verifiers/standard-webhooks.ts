@@ -9,7 +9,7 @@ import {
 import { z } from 'zod'
 import { parseJsonBody, readEventId } from './body.js'
 import { secretsField, toleranceField } from './config-fields.js'
-import { anyMatch, decodeSignature, hmac } from './signatures.js'
+import { anyMatch, decodeSignature, hmac, signatureEntries } from './signatures.js'
 import { ConfigError, type Delivery, reject, type Scheme, type Verification } from './types.js'
 
 /**
@@ -153,7 +153,9 @@ export const standardWebhooks: Scheme<'standard-webhooks', typeof configSchema> 
         if (!/^\d{1,12}$/.test(timestampText)) {
           return reject('malformed_signature_header', `${names.timestamp} must be integer Unix seconds`)
         }
-        const signatures = parseSignatures(signatureText)
+        const entries = signatureEntries(signatureText, ' ', names.signature)
+        if (!Array.isArray(entries)) return entries
+        const signatures = parseSignatures(entries)
         if (signatures.v1.length === 0 && signatures.v1a.length === 0) {
           return reject(
             'malformed_signature_header',
@@ -217,9 +219,9 @@ export const standardWebhooks: Scheme<'standard-webhooks', typeof configSchema> 
  * The v1 (HMAC) and v1a (ed25519) entries of a space-separated signature list. Entries of other
  * versions, and entries that do not decode, are skipped: a sender may add versions we do not know.
  */
-function parseSignatures(header: string): { v1: Buffer[]; v1a: Buffer[] } {
+function parseSignatures(entries: readonly string[]): { v1: Buffer[]; v1a: Buffer[] } {
   const found = { v1: [] as Buffer[], v1a: [] as Buffer[] }
-  for (const entry of header.split(' ')) {
+  for (const entry of entries) {
     const comma = entry.indexOf(',')
     if (comma < 0) continue
     const version = entry.slice(0, comma)

@@ -12,6 +12,7 @@ export interface Delivery {
 export type RejectionCode =
   | 'missing_signature_headers'
   | 'malformed_signature_header'
+  | 'too_many_signatures'
   | 'invalid_signature'
   | 'timestamp_out_of_tolerance'
   | 'missing_event_id'

@@ -1,0 +1,2 @@
+ALTER TABLE "inbound_events" ADD COLUMN "body_key" text;--> statement-breakpoint
+CREATE UNIQUE INDEX "inbound_events_source_body_key_uq" ON "inbound_events" USING btree ("source","body_key") WHERE "inbound_events"."body_key" is not null;
