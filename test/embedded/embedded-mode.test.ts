@@ -136,6 +136,26 @@ describe('embedded mode (DATABASE_URL unset)', () => {
     await again.kill('SIGTERM')
   }, 60_000)
 
+  it('a second Ctrl-C exits at once and still stops the embedded PostgreSQL, which no terminal signal reaches', async () => {
+    const dataDir = join(folder, 'ctrl-c-twice')
+    const child = await serve(dataDir, { detached: true })
+    const pid = child.process.pid
+    if (pid === undefined) throw new Error('the child has no pid')
+    const body = '{"type":"invoice.paid","id":"evt_emb_ctrl_c_twice","slow":true}'
+    expect((await deliver(child, 'evt_emb_ctrl_c_twice', body)).status).toBe(200)
+    await expect
+      .poll(() => sink.received.filter((r) => r.body.includes('evt_emb_ctrl_c_twice')).length, {
+        timeout: 15_000,
+      })
+      .toBe(1)
+
+    process.kill(-pid, 'SIGINT')
+    await expect.poll(() => child.output(), { timeout: 5000 }).toContain('shutting down')
+    process.kill(-pid, 'SIGINT') // impatient: while the slow forward still runs
+    expect(await child.exited).toBe(130)
+    await expect.poll(() => runningEmbeddedUrl(dataDir), { timeout: 15_000 }).toBeUndefined()
+  }, 60_000)
+
   it('runs one process per data folder: a second one is refused while the first lives', async () => {
     const dataDir = join(folder, 'locked')
     const first = await serve(dataDir)
