@@ -1,5 +1,6 @@
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { openLedger } from '../../src/db/client.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js'
 
@@ -65,6 +66,26 @@ describe('postgres-js behind a proxy that resets every connection', () => {
         'hung',
       )
       await sql.end({ timeout: 1 })
+    }
+  })
+
+  it("the ledger's pool reconnects within a second or so after every connection was reset", async () => {
+    const ledger = openLedger(proxy.urlFor(database.url), { max: 14 })
+    const everyConnection = () =>
+      Promise.allSettled(Array.from({ length: 14 }, () => ledger.sql`select pg_sleep(0.3)`))
+    try {
+      const working = everyConnection()
+      await sleep(150)
+      proxy.reset()
+      await working
+      // The driver's own backoff grows with the failures of the whole pool (up to 20 s); a query
+      // handed to one of the last connections to fail would wait that long.
+      const started = Date.now()
+      const outcomes = await everyConnection()
+      expect(outcomes.filter((outcome) => outcome.status === 'rejected')).toEqual([])
+      expect(Date.now() - started).toBeLessThan(5000)
+    } finally {
+      await ledger.close()
     }
   })
 

@@ -123,7 +123,11 @@ async function runThroughResets(role: Role, prefix: string) {
 
   expect(running.process.exitCode, running.output()).toBeNull()
   expect(running.process.signalCode, running.output()).toBeNull()
-  expect(answers.get('no answer') ?? 0, JSON.stringify([...answers])).toBe(0)
+  // Every delivery got an answer, and a cut connection answers 503 (the provider retries), never 500.
+  expect(
+    [...answers.keys()].filter((status) => status !== 200 && status !== 503),
+    JSON.stringify([...answers]),
+  ).toEqual([])
   // Every accepted delivery ends DONE and reaches the destination, with no restart.
   const statuses = async () => {
     const rows = await database.sql<Array<{ event_id: string; status: string }>>`
