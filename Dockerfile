@@ -3,6 +3,8 @@
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
+# npm ci's postinstall applies patches/ (the postgres driver's reset fix) with patch-package.
+COPY patches ./patches
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
@@ -12,7 +14,10 @@ FROM node:20-bookworm-slim AS production-dependencies
 WORKDIR /app
 COPY package.json package-lock.json ./
 # --omit=optional leaves out embedded mode's PostgreSQL binaries: an image runs on DATABASE_URL.
-RUN npm ci --omit=dev --omit=optional --no-audit --no-fund
+# patch-package is a dev dependency, so scripts are skipped here and the driver patched in the build
+# stage is copied over (same version: both come from package-lock.json).
+RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund
+COPY --from=build /app/node_modules/postgres ./node_modules/postgres
 
 FROM node:20-bookworm-slim
 ENV NODE_ENV=production \

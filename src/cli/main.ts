@@ -42,12 +42,22 @@ async function main(argv: string[]): Promise<number> {
     const logger = createLogger(env.LOG_LEVEL)
     const service = await startService({ env, role, logger })
     await new Promise<void>((resolve) => {
+      let stopping = false
       const stop = (signal: string) => {
+        if (stopping) {
+          // A second Ctrl-C: leave now. process.exit runs the exit hooks, which stop an embedded
+          // PostgreSQL (in a process group of its own, no signal from the terminal reaches it).
+          logger.warn({ signal }, 'second signal: exiting without waiting for running handlers')
+          process.exit(130)
+        }
+        stopping = true
         logger.info({ signal }, 'shutting down')
         resolve()
       }
-      process.once('SIGTERM', stop)
-      process.once('SIGINT', stop)
+      process.on('SIGTERM', stop)
+      process.on('SIGINT', stop)
+      // The terminal closed: shut down as on Ctrl-C rather than die and leave an embedded server behind.
+      process.on('SIGHUP', stop)
     })
     await service.close()
     return 0

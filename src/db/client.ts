@@ -62,11 +62,22 @@ export function openLedger(url: string, options: LedgerOptions = {}): Ledger {
     // A dead database must turn into a quick 503, not a request that hangs for the default 30 s.
     connect_timeout: 5,
     idle_timeout: 60,
+    backoff: reconnectDelaySeconds,
     onnotice: () => {},
     connection: { application_name: 'hookledger' },
   })
   const db = drizzle({ client: sql, schema })
   return { db, sql, close: () => sql.end({ timeout: 5 }) }
+}
+
+/**
+ * The driver counts connection errors across the whole pool and waits up to 20 s (3^n / 100 s)
+ * before reconnecting; after one reset of a pool of 14, a query handed to a reconnecting connection
+ * waited 10-20 s. A reset is cut short here: at most 1 s, with jitter so the pool does not reconnect
+ * in step.
+ */
+function reconnectDelaySeconds(failures: number): number {
+  return Math.min(0.05 * 2 ** failures, 1) * (0.5 + Math.random() / 2)
 }
 
 /** Walks a driver error's `cause` chain (drizzle wraps postgres errors) for a Postgres error code. */

@@ -57,8 +57,9 @@ export async function startEmbeddedPostgres(dataDir: string, logger: Logger): Pr
     const server = startServer(binaries.postgres, pgdata, port, folder, runAs)
     const url = `postgres://${USER}:${password}@127.0.0.1:${port}/${DATABASE}`
     await waitUntilReady(url, server, folder)
-    // If this process ends without close() (an uncaught error, process.exit), take the server along;
-    // after a SIGKILL the next start finds it orphaned and stops it.
+    // If this process ends without close() (an uncaught error, process.exit), take the server along.
+    // Being in a group of its own, it outlives a SIGKILL of this process: the next start finds it
+    // orphaned and stops it.
     const stopOnExit = () => server.kill('SIGINT')
     process.on('exit', stopOnExit)
     logger.info({ dataDir: folder, port, pid: server.pid }, 'embedded PostgreSQL started')
@@ -280,7 +281,9 @@ function startServer(binary: string, pgdata: string, port: number, folder: strin
       '-c',
       'unix_socket_directories=',
     ],
-    { ...runAs, stdio: ['ignore', log, log], env: localeFreeEnv() },
+    // Its own process group: a terminal's Ctrl-C (SIGINT to the foreground group) reaches hookledger
+    // only, which drains its handlers and then stops this server (stop()), never the other way round.
+    { ...runAs, stdio: ['ignore', log, log], env: localeFreeEnv(), detached: true },
   )
 }
 

@@ -19,6 +19,7 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const CLI = 'src/cli/main.ts'
 // Neither server: the laptop case, where `npm start` runs with nothing installed but Node.
 const EMBEDDED = { DATABASE_URL: '', REDIS_URL: '' }
+const SLOW_FORWARD_MS = 3000
 
 let folder: string
 let sink: Awaited<ReturnType<typeof startSink>>
@@ -28,7 +29,11 @@ const children: Child[] = []
 beforeAll(async () => {
   folder = mkdtempSync(join(tmpdir(), 'hookledger-embedded-'))
   chmodSync(folder, 0o755) // mkdtemp makes it 0700, closed to the `postgres` user when run as root
-  sink = await startSink(() => ({ status: 200, body: 'ok' }))
+  // A delivery marked slow keeps the forward running long enough to interrupt it.
+  sink = await startSink(async (request) => {
+    if (request.body.includes('"slow":true')) await new Promise((wake) => setTimeout(wake, SLOW_FORWARD_MS))
+    return { status: 200, body: 'ok' }
+  })
   configPath = join(folder, 'config.json')
   writeFileSync(
     configPath,
@@ -49,11 +54,13 @@ afterAll(async () => {
   rmSync(folder, { recursive: true, force: true })
 })
 
-async function serve(dataDir: string): Promise<Child> {
-  const child = await startChild([CLI, 'serve', '--config', configPath], {
-    ...EMBEDDED,
-    HOOKLEDGER_DATA_DIR: dataDir,
-  })
+async function serve(dataDir: string, options: { detached?: boolean } = {}): Promise<Child> {
+  const child = await startChild(
+    [CLI, 'serve', '--config', configPath],
+    { ...EMBEDDED, HOOKLEDGER_DATA_DIR: dataDir },
+    undefined,
+    options,
+  )
   children.push(child)
   return child
 }
@@ -105,6 +112,49 @@ describe('embedded mode (DATABASE_URL unset)', () => {
     await child.kill('SIGTERM')
     expect(await runningEmbeddedUrl(dataDir)).toBeUndefined() // the server stopped with its process
   })
+
+  it('Ctrl-C to the whole process group during a slow forward: the forward completes, DONE, forwarded once', async () => {
+    const dataDir = join(folder, 'ctrl-c')
+    // Detached: the leader of a group of its own, as a shell makes a foreground job.
+    const child = await serve(dataDir, { detached: true })
+    const pid = child.process.pid
+    if (pid === undefined) throw new Error('the child has no pid')
+    const body = '{"type":"invoice.paid","id":"evt_emb_ctrl_c","slow":true}'
+    expect((await deliver(child, 'evt_emb_ctrl_c', body)).status).toBe(200)
+    const forwards = () => sink.received.filter((r) => r.body.includes('evt_emb_ctrl_c')).length
+    await expect.poll(forwards, { timeout: 15_000 }).toBe(1) // the forward is running now
+
+    // What the terminal does on Ctrl-C: SIGINT to every process of the foreground group.
+    process.kill(-pid, 'SIGINT')
+    expect(await child.exited).toBe(0)
+    expect(await runningEmbeddedUrl(dataDir)).toBeUndefined() // stopped with its process, after it
+
+    // The drained forward committed DONE before PostgreSQL stopped: a restart does not send it again.
+    const again = await serve(dataDir)
+    expect(await statusOf(dataDir, 'evt_emb_ctrl_c')).toBe('done')
+    expect(forwards()).toBe(1)
+    await again.kill('SIGTERM')
+  }, 60_000)
+
+  it('a second Ctrl-C exits at once and still stops the embedded PostgreSQL, which no terminal signal reaches', async () => {
+    const dataDir = join(folder, 'ctrl-c-twice')
+    const child = await serve(dataDir, { detached: true })
+    const pid = child.process.pid
+    if (pid === undefined) throw new Error('the child has no pid')
+    const body = '{"type":"invoice.paid","id":"evt_emb_ctrl_c_twice","slow":true}'
+    expect((await deliver(child, 'evt_emb_ctrl_c_twice', body)).status).toBe(200)
+    await expect
+      .poll(() => sink.received.filter((r) => r.body.includes('evt_emb_ctrl_c_twice')).length, {
+        timeout: 15_000,
+      })
+      .toBe(1)
+
+    process.kill(-pid, 'SIGINT')
+    await expect.poll(() => child.output(), { timeout: 5000 }).toContain('shutting down')
+    process.kill(-pid, 'SIGINT') // impatient: while the slow forward still runs
+    expect(await child.exited).toBe(130)
+    await expect.poll(() => runningEmbeddedUrl(dataDir), { timeout: 15_000 }).toBeUndefined()
+  }, 60_000)
 
   it('runs one process per data folder: a second one is refused while the first lives', async () => {
     const dataDir = join(folder, 'locked')

@@ -29,12 +29,15 @@ export async function startChild(
   entry: string[],
   env: Record<string, string>,
   port?: number,
+  /** Leader of a process group of its own, so a test can signal the group as a terminal does. */
+  options: { detached?: boolean } = {},
 ): Promise<Child> {
   const listenPort = port ?? (await freePort())
   const child = spawn(process.execPath, ['--import', 'tsx', ...entry], {
     cwd: ROOT,
     env: { ...process.env, PORT: String(listenPort), HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: options.detached === true,
   })
   let output = ''
   child.stdout?.on('data', (chunk: Buffer) => {

@@ -6,18 +6,24 @@ export interface Received {
   body: string
 }
 
+export interface SinkAnswer {
+  status: number
+  body?: string
+}
+
 /** A real HTTP destination that records what it is sent and answers as the test says. */
 export async function startSink(
-  answer: (request: Received, index: number) => { status: number; body?: string },
+  /** May answer later (a slow destination): `received` has the request as soon as it arrived. */
+  answer: (request: Received, index: number) => SinkAnswer | Promise<SinkAnswer>,
 ) {
   const received: Received[] = []
   const server: Server = createServer((request, response) => {
     const chunks: Buffer[] = []
     request.on('data', (chunk: Buffer) => chunks.push(chunk))
-    request.on('end', () => {
+    request.on('end', async () => {
       const entry = { headers: request.headers, body: Buffer.concat(chunks).toString('utf8') }
       received.push(entry)
-      const { status, body } = answer(entry, received.length - 1)
+      const { status, body } = await answer(entry, received.length - 1)
       response.writeHead(status, { 'content-type': 'text/plain' }).end(body ?? '')
     })
   })

@@ -1,0 +1,75 @@
+import { createConnection, createServer, type Server, type Socket } from 'node:net'
+
+/**
+ * A TCP proxy of the test's own in front of a real server (PostgreSQL by default), for the faults a
+ * network makes: `reset()` resets every live connection (an RST each way, as a failover or a
+ * stateful firewall does), `blackhole()` accepts new connections and forwards nothing.
+ */
+export interface TcpProxy {
+  /** 127.0.0.1:<port> of the proxy. */
+  host: string
+  port: number
+  /** `url` with its host and port replaced by the proxy's. */
+  urlFor(url: string): string
+  /** Resets every live connection, both sides; new connections are forwarded as before. */
+  reset(): number
+  /** From now on, new connections are accepted and never forwarded (until `forward()`). */
+  blackhole(): void
+  forward(): void
+  /** Connections made through the proxy so far. */
+  connections(): number
+  close(): Promise<void>
+}
+
+export async function startTcpProxy(target = { host: '127.0.0.1', port: 5432 }): Promise<TcpProxy> {
+  const live = new Set<Socket>()
+  let mode: 'forward' | 'blackhole' = 'forward'
+  let accepted = 0
+  const track = (socket: Socket) => {
+    live.add(socket)
+    socket.once('close', () => live.delete(socket))
+    // A reset surfaces as ECONNRESET on the other side; here it is expected, not an error.
+    socket.on('error', () => {})
+  }
+  const server: Server = createServer((client) => {
+    accepted += 1
+    track(client)
+    if (mode === 'blackhole') return
+    const upstream = createConnection(target)
+    track(upstream)
+    client.pipe(upstream)
+    upstream.pipe(client)
+    client.once('close', () => upstream.destroy())
+    upstream.once('close', () => client.destroy())
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const address = server.address()
+  if (typeof address !== 'object' || address === null) throw new Error('the proxy has no address')
+  const port = address.port
+  return {
+    host: '127.0.0.1',
+    port,
+    urlFor(url) {
+      const proxied = new URL(url)
+      proxied.hostname = '127.0.0.1'
+      proxied.port = String(port)
+      return proxied.toString()
+    },
+    reset() {
+      const sockets = [...live]
+      for (const socket of sockets) socket.resetAndDestroy()
+      return sockets.length
+    },
+    blackhole() {
+      mode = 'blackhole'
+    },
+    forward() {
+      mode = 'forward'
+    },
+    connections: () => accepted,
+    close() {
+      for (const socket of live) socket.destroy()
+      return new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+}
