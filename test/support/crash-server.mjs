@@ -1,10 +1,11 @@
 // The real service in a child process, with a code handler whose effects a crash test can count:
 // a row written through the handler's transaction (exactly once, or the invariant broke) and a line
 // appended to a file on every invocation (how often the handler actually ran, across processes).
+// Plain JavaScript on the built package (`hookledger` is this package's dist/), so a child starts
+// without compiling TypeScript; `npm run typecheck` still checks it against src/.
 import { appendFileSync } from 'node:fs'
 import { sql } from 'drizzle-orm'
-import { readEnvironment } from '../../src/config/env.js'
-import { startService } from '../../src/service/service.js'
+import { readEnvironment, startService } from 'hookledger'
 
 const invocationLog = process.env.TEST_INVOCATION_LOG
 if (invocationLog === undefined) throw new Error('TEST_INVOCATION_LOG is required')
