@@ -114,7 +114,7 @@ async function hookledgerDrain(
   const ledger = postgres(options.databaseUrl, { max: 1, onnotice: () => {} })
   const counter = countStatements ? await startStatementCounter({ host: '127.0.0.1', port: 5432 }) : undefined
   try {
-    const api = await startChild(['src/cli/main.ts', 'serve', '--role', 'api'], env)
+    const api = await startChild(['bin/hookledger.js', 'serve', '--role', 'api'], env)
     const before = await rowCount(ledger)
     const intake = await autocannon({
       url: `${api.url}/webhooks/bench`,
@@ -132,7 +132,7 @@ async function hookledgerDrain(
     const statementsBefore = counter?.statements() ?? 0
     const commitsBefore = await commits(options.admin, options.databaseName)
     const timed = await timeDrain(destination, events, () =>
-      startChild(['src/cli/main.ts', 'serve', '--role', 'worker'], {
+      startChild(['bin/hookledger.js', 'serve', '--role', 'worker'], {
         ...env,
         DATABASE_URL: workerUrl.toString(),
       }),
@@ -199,7 +199,7 @@ async function baselineDrain(
     const statementsBefore = counter?.statements() ?? 0
     const commitsBefore = await commits(options.admin, options.databaseName)
     const timed = await timeDrain(destination, events, () =>
-      startChild(['bench/baseline-worker.ts'], {
+      startChild(['--import', 'tsx', 'bench/baseline-worker.ts'], {
         DATABASE_URL: workerUrl.toString(),
         REDIS_URL: testRedisUrl(),
         BASELINE_PREFIX: prefix,

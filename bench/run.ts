@@ -60,7 +60,7 @@ interface FullResult {
 
 /** Loads one variant, then waits for every accepted event to arrive at the destination. */
 async function runFull(variant: Variant, configPath: string, destination: Destination): Promise<FullResult> {
-  const full = await startChild(['src/cli/main.ts', 'serve'], {
+  const full = await startChild(['bin/hookledger.js', 'serve'], {
     ...variant.env,
     HOOKLEDGER_CONFIG: configPath,
     LOG_LEVEL: 'warn',
@@ -182,7 +182,7 @@ async function main() {
         },
       ]
       for (const suffix of ['redis', 'inproc']) await prepareLedger(databaseUrl(suffix), PREFILL)
-      const bare = await startChild(['bench/bare-server.ts'], {})
+      const bare = await startChild(['--import', 'tsx', 'bench/bare-server.ts'], {})
       const bareResult = await load(bare.url)
       await bare.kill('SIGTERM')
       const rows: { label: string; result: FullResult }[] = []

@@ -258,7 +258,7 @@ describe('the hookledger binary', () => {
     // Asynchronous on purpose: the replay posts to the service running in this very process.
     const cli = (args: string[]) =>
       new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
-        const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+        const child = spawn(process.execPath, ['bin/hookledger.js', ...args], {
           cwd: ROOT,
           env: { PATH: process.env.PATH ?? '', HOOKLEDGER_CONFIG: configPath, ...SECRETS },
         })

@@ -4,6 +4,7 @@ import { migrateLedger } from '../db/migrate.js'
 import { createLogger } from '../logger.js'
 import { type Role, startService } from '../service/service.js'
 import { APPROVALS_USAGE, approvalsCommand } from './approvals.js'
+import { DEFAULT_ENV_FILE, readCommandLine } from './env-file.js'
 import { parseCommandLine, reportFailure, usageError } from './errors.js'
 import { REPLAY_USAGE, runReplay } from './replay.js'
 import { runSign, SIGN_USAGE } from './sign.js'
@@ -15,6 +16,9 @@ ${APPROVALS_USAGE}
 ${SIGN_USAGE}
 ${REPLAY_USAGE}
 
+options:     --env-file PATH   variables for any command (default ./${DEFAULT_ENV_FILE} when present);
+                               variables already set in the environment win
+
 environment: DATABASE_URL, REDIS_URL (both unset: embedded mode), HOOKLEDGER_DATA_DIR (./.hookledger),
              PORT (3000), HOST (0.0.0.0), HOOKLEDGER_CONFIG (./hookledger.config.json), LOG_LEVEL (info),
              ADMIN_TOKEN, AGENT_TOKEN, METRICS_TOKEN`
@@ -22,7 +26,8 @@ environment: DATABASE_URL, REDIS_URL (both unset: embedded mode), HOOKLEDGER_DAT
 const ROLES: readonly Role[] = ['all', 'api', 'worker']
 
 async function main(argv: string[]): Promise<number> {
-  const [command, ...rest] = argv
+  const { args, environment } = readCommandLine(argv, process.env)
+  const [command, ...rest] = args
   if (command === undefined || command === '--help' || command === 'help') {
     process.stdout.write(`${USAGE}\n`)
     return command === undefined ? 2 : 0
@@ -36,7 +41,7 @@ async function main(argv: string[]): Promise<number> {
     const role = values.role as Role
     if (!ROLES.includes(role)) throw usageError(`--role must be one of ${ROLES.join(', ')}`)
     const env = readEnvironment({
-      ...process.env,
+      ...environment,
       ...(values.config === undefined ? {} : { HOOKLEDGER_CONFIG: values.config }),
     })
     const logger = createLogger(env.LOG_LEVEL)
@@ -66,16 +71,16 @@ async function main(argv: string[]): Promise<number> {
     stdout: (text: string) => process.stdout.write(text),
     stderr: (text: string) => process.stderr.write(text),
   }
-  if (command === 'sign') return runSign(rest, readClientEnvironment(process.env), io)
-  if (command === 'replay') return runReplay(rest, readClientEnvironment(process.env), io)
+  if (command === 'sign') return runSign(rest, readClientEnvironment(environment), io)
+  if (command === 'replay') return runReplay(rest, readClientEnvironment(environment), io)
   if (command === 'migrate') {
     parseCommandLine({ args: rest, options: {}, strict: true })
-    const env = readEnvironment(process.env)
+    const env = readEnvironment(environment)
     await migrateLedger(await ledgerUrl(env), createLogger(env.LOG_LEVEL))
     return 0
   }
   if (command === 'approvals') {
-    const url = await ledgerUrl(readEnvironment(process.env))
+    const url = await ledgerUrl(readEnvironment(environment))
     return approvalsCommand(rest, url, (line) => process.stdout.write(`${line}\n`))
   }
   throw usageError(`unknown command '${command}'`)

@@ -21,17 +21,17 @@ export interface SigningContext {
 }
 
 /**
- * Loads the config file (every source is validated, as at start-up) and picks the secret to sign
- * with: `--secret` when given, else the source's first secret that can sign.
+ * Loads the config file (every source is validated, as at start-up, but only this source's secrets
+ * are looked up) and picks the secret to sign with: `--secret` when given, else the source's first secret that can sign.
  */
 export async function loadSigningContext(
   env: ClientEnvironment,
   options: { sourceId: string; secret?: string | undefined },
 ): Promise<SigningContext> {
-  const loaded = await loadConfig(env.HOOKLEDGER_CONFIG, env.lookup)
+  const loaded = await loadConfig(env.HOOKLEDGER_CONFIG, env.lookup, { onlySource: options.sourceId })
   const source = loaded.sources.get(options.sourceId)
   if (source === undefined) {
-    const known = [...loaded.sources.keys()].join(', ') || 'none'
+    const known = loaded.file.sources.map(({ id }) => id).join(', ') || 'none'
     throw new ConfigError(`no source '${options.sourceId}' in ${env.HOOKLEDGER_CONFIG} (sources: ${known})`)
   }
   const config = source.config.verify

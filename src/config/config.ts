@@ -160,11 +160,24 @@ export interface Config {
   sources: ReadonlyMap<string, Source>
 }
 
+export interface BuildOptions {
+  /**
+   * Build the verifier of this source only (`sign` and `replay` use one source): every source is
+   * still checked against the schema, but another source's secrets are not looked up, so a secret
+   * missing for an unrelated source does not block this one.
+   */
+  onlySource?: string
+}
+
 /**
  * Validates a parsed config file and builds its verifiers. Every problem names the source and the
  * field; secrets named as `env:NAME` are resolved through `lookup`, so none needs to be in the file.
  */
-export function buildConfig(input: unknown, lookup: (name: string) => string | undefined): Config {
+export function buildConfig(
+  input: unknown,
+  lookup: (name: string) => string | undefined,
+  options: BuildOptions = {},
+): Config {
   const parsed = configFileSchema.safeParse(input)
   if (!parsed.success) {
     throw new ConfigError(
@@ -173,12 +186,15 @@ export function buildConfig(input: unknown, lookup: (name: string) => string | u
   }
   const problems: string[] = []
   const sources = new Map<string, Source>()
+  const seenIds = new Set<string>()
   for (const source of parsed.data.sources) {
     const where = `source '${source.id}'`
-    if (sources.has(source.id)) {
+    if (seenIds.has(source.id)) {
       problems.push(`${where}: id is used by another source`)
       continue
     }
+    seenIds.add(source.id)
+    if (options.onlySource !== undefined && source.id !== options.onlySource) continue
     const resolveSecret = (reference: string, field: string) =>
       resolveSecretReference(reference, field, lookup)
     try {
@@ -217,6 +233,7 @@ export function resolveSecretReference(
 export async function loadConfig(
   path: string,
   lookup: (name: string) => string | undefined,
+  options: BuildOptions = {},
 ): Promise<Config> {
   let text: string
   try {
@@ -232,7 +249,7 @@ export async function loadConfig(
   } catch (error) {
     throw new ConfigError(`config file ${path} is not valid JSON: ${(error as Error).message}`)
   }
-  return buildConfig(input, lookup)
+  return buildConfig(input, lookup, options)
 }
 
 /** `sources[2].verify.secrets` → `source 'acme': verify.secrets`, so an error points at a source by name. */

@@ -13,7 +13,7 @@ import { signedHeaders, TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
-const CLI = 'src/cli/main.ts'
+const CLI = 'bin/hookledger.js'
 
 let database: TestDatabase
 let directory: string
@@ -27,7 +27,7 @@ afterAll(async () => {
 })
 
 function runCli(args: string[], env: Record<string, string>) {
-  const result = spawnSync(process.execPath, ['--import', 'tsx', CLI, ...args], {
+  const result = spawnSync(process.execPath, [CLI, ...args], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'silent', ...env },
     encoding: 'utf8',
@@ -252,7 +252,7 @@ describe('hookledger migrate', () => {
 })
 
 function startMigrate(env: Record<string, string>) {
-  return spawn(process.execPath, ['--import', 'tsx', CLI, 'migrate'], {
+  return spawn(process.execPath, [CLI, 'migrate'], {
     cwd: ROOT,
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'silent', ...env },
     stdio: 'ignore',

@@ -67,8 +67,8 @@ function writeConfig(
 
 /** The crash server (code handler) takes its role from the environment, `serve` from its flag. */
 type Entry = (role: string) => string[]
-const CODE: Entry = () => ['test/support/crash-server.ts']
-const SERVE: Entry = (role) => ['src/cli/main.ts', 'serve', '--role', role]
+const CODE: Entry = () => ['test/support/crash-server.mjs']
+const SERVE: Entry = (role) => ['bin/hookledger.js', 'serve', '--role', role]
 
 async function start(entry: Entry, config: string, role: string, failpoint?: FailpointName) {
   const child = await startChild(entry(role), {

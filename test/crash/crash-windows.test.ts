@@ -47,7 +47,7 @@ afterAll(async () => {
 })
 
 function start(failpoint?: FailpointName) {
-  return startChild(['test/support/crash-server.ts'], {
+  return startChild(['test/support/crash-server.mjs'], {
     DATABASE_URL: database.url,
     REDIS_URL: testRedisUrl(),
     HOOKLEDGER_CONFIG: join(directory, 'config.json'),

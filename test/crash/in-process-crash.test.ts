@@ -46,7 +46,7 @@ afterAll(async () => {
 })
 
 function start(failpoint?: FailpointName) {
-  return startChild(['test/support/crash-server.ts'], {
+  return startChild(['test/support/crash-server.mjs'], {
     DATABASE_URL: database.url,
     // Empty counts as unset, and overrides a REDIS_URL the test runner's environment may carry.
     REDIS_URL: '',

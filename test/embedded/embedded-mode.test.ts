@@ -16,7 +16,7 @@ import { startSink } from '../support/sink.js'
 // suite runs as root).
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
-const CLI = 'src/cli/main.ts'
+const CLI = 'bin/hookledger.js'
 // Neither server: the laptop case, where `npm start` runs with nothing installed but Node.
 const EMBEDDED = { DATABASE_URL: '', REDIS_URL: '' }
 const SLOW_FORWARD_MS = 3000
@@ -159,7 +159,7 @@ describe('embedded mode (DATABASE_URL unset)', () => {
   it('runs one process per data folder: a second one is refused while the first lives', async () => {
     const dataDir = join(folder, 'locked')
     const first = await serve(dataDir)
-    const second = spawnSync(process.execPath, ['--import', 'tsx', CLI, 'serve', '--config', configPath], {
+    const second = spawnSync(process.execPath, [CLI, 'serve', '--config', configPath], {
       cwd: ROOT,
       env: { ...process.env, ...EMBEDDED, HOOKLEDGER_DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'silent' },
       encoding: 'utf8',
@@ -238,16 +238,12 @@ describe('embedded mode (DATABASE_URL unset)', () => {
   )
 
   it('refuses the api or worker role: embedded mode is one process', () => {
-    const result = spawnSync(
-      process.execPath,
-      ['--import', 'tsx', CLI, 'serve', '--role', 'api', '--config', configPath],
-      {
-        cwd: ROOT,
-        env: { ...process.env, ...EMBEDDED, HOOKLEDGER_DATA_DIR: join(folder, 'roles'), LOG_LEVEL: 'silent' },
-        encoding: 'utf8',
-        timeout: 30_000,
-      },
-    )
+    const result = spawnSync(process.execPath, [CLI, 'serve', '--role', 'api', '--config', configPath], {
+      cwd: ROOT,
+      env: { ...process.env, ...EMBEDDED, HOOKLEDGER_DATA_DIR: join(folder, 'roles'), LOG_LEVEL: 'silent' },
+      encoding: 'utf8',
+      timeout: 30_000,
+    })
     expect(result.status).toBe(1)
     expect(result.stderr).toContain('DATABASE_URL: is required for --role api')
   })

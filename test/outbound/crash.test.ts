@@ -12,7 +12,7 @@ import { type MockService, startMockService } from '../support/mock-service.js'
 import { FAST_RELAY } from '../support/service.js'
 import { signedHeaders, TEST_SECRET } from '../support/signing.js'
 
-const ENTRY = ['test/support/outbound-crash-server.ts']
+const ENTRY = ['test/support/outbound-crash-server.mjs']
 let database: TestDatabase
 let configPath: string
 

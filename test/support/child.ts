@@ -24,7 +24,11 @@ export interface Child {
   kill(signal?: NodeJS.Signals): Promise<NodeJS.Signals | number | null>
 }
 
-/** Starts a hookledger process (a TypeScript entry run through tsx) and waits until it answers /healthz. */
+/**
+ * Starts a hookledger process and waits until it answers /healthz. `entry` is JavaScript on the
+ * built dist/ (bin/hookledger.js, test/support/*.mjs, examples/): the suite's global setup builds it
+ * once, where compiling TypeScript in each child cost seconds per start.
+ */
 export async function startChild(
   entry: string[],
   env: Record<string, string>,
@@ -33,7 +37,7 @@ export async function startChild(
   options: { detached?: boolean } = {},
 ): Promise<Child> {
   const listenPort = port ?? (await freePort())
-  const child = spawn(process.execPath, ['--import', 'tsx', ...entry], {
+  const child = spawn(process.execPath, entry, {
     cwd: ROOT,
     env: { ...process.env, PORT: String(listenPort), HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -141,26 +141,4 @@ export async function startMockService(options: { honorKeys: boolean }): Promise
   }
 }
 
-/** POSTs JSON with the key; a dropped connection or a 5xx is an unknown outcome (it may have landed). */
-export async function postJson(
-  url: string,
-  key: string,
-  body: unknown,
-  signal: AbortSignal,
-): Promise<
-  | { kind: 'success'; result: Record<string, unknown> }
-  | { kind: 'rejection'; error: string }
-  | { kind: 'unknown'; error: string }
-> {
-  const response = await fetch(url, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', 'idempotency-key': key },
-    body: JSON.stringify(body),
-    signal,
-  })
-  const text = await response.text()
-  if (response.status >= 200 && response.status < 300) return { kind: 'success', result: JSON.parse(text) }
-  if (response.status >= 400 && response.status < 500)
-    return { kind: 'rejection', error: `${response.status} ${text}` }
-  return { kind: 'unknown', error: `${response.status}` }
-}
+export { postJson } from './post-json.mjs'

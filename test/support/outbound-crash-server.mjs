@@ -1,11 +1,9 @@
 // The real service in a child process with one code handler that charges through the outbound
 // ledger. A crash test arms `outbound.after_execute`: the process dies by SIGKILL after the mock
-// payment service took the charge and before the ledger recorded it.
-import { readEnvironment } from '../../src/config/env.js'
-import { HandlerError } from '../../src/handlers/types.js'
-import { defineTool } from '../../src/outbound/tools.js'
-import { startService } from '../../src/service/service.js'
-import { postJson } from './mock-service.js'
+// payment service took the charge and before the ledger recorded it. Plain JavaScript on the built
+// package, like crash-server.mjs.
+import { defineTool, HandlerError, readEnvironment, startService } from 'hookledger'
+import { postJson } from './post-json.mjs'
 
 const env = readEnvironment(process.env)
 const paymentsUrl = env.lookup('TEST_PAYMENTS_URL')
@@ -14,7 +12,8 @@ if (paymentsUrl === undefined || (effect !== 'idempotent' && effect !== 'irrever
   throw new Error('TEST_PAYMENTS_URL and TEST_CHARGE_EFFECT (idempotent|irreversible) are required')
 }
 
-const charge = defineTool<{ amount: number }, Record<string, unknown>>({
+/** @type {import('hookledger').Tool<{ amount: number }, Record<string, unknown>>} */
+const charge = defineTool({
   name: 'charge',
   effect,
   timeoutMs: 1000,
@@ -29,7 +28,7 @@ const charge = defineTool<{ amount: number }, Record<string, unknown>>({
   async reconcile(op) {
     const response = await fetch(`${paymentsUrl}/charges?reference=${encodeURIComponent(op.key)}`)
     if (!response.ok) return { kind: 'cannot_tell', evidence: { status: response.status } }
-    const { data } = (await response.json()) as { data: Array<{ id: string }> }
+    const { data } = /** @type {{ data: Array<{ id: string }> }} */ (await response.json())
     const found = data[0]
     return found === undefined
       ? { kind: 'not_found', evidence: { query: op.key, matches: 0 } }
