@@ -2,7 +2,8 @@ import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import * as schema from './schema.js'
 
-export type Database = PostgresJsDatabase<typeof schema>
+// `$client`: the pool itself, for the hot-path statements written in SQL (src/db/claims.ts, operations.ts).
+export type Database = PostgresJsDatabase<typeof schema> & { $client: postgres.Sql }
 /** The transaction a handler receives; whatever it writes commits together with the DONE mark. */
 export type Transaction = Parameters<Parameters<Database['transaction']>[0]>[0]
 

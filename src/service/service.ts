@@ -19,13 +19,7 @@ import { createLogger, type Logger } from '../logger.js'
 import { addGauge, createMetrics, type Metrics } from '../metrics.js'
 import { addOutboundGauges } from '../outbound/gauges.js'
 import { createOutboundLedger, type OutboundLedger } from '../outbound/ledger.js'
-import {
-  RECONCILE_QUEUE,
-  type ReconcileJobData,
-  reconcileJobOptions,
-  reconcileScheduler,
-  startReconciler,
-} from '../outbound/reconcile.js'
+import { reconcileScheduler, startReconciler } from '../outbound/reconcile.js'
 import type { Tool } from '../outbound/tools.js'
 import type { JobQueue, QueueBackend } from '../queue/backend.js'
 import { createBullmqBackend } from '../queue/bullmq.js'
@@ -36,6 +30,9 @@ import {
   INBOUND_QUEUE,
   type ProcessEventData,
   processEventJobOptions,
+  RECONCILE_QUEUE,
+  type ReconcileJobData,
+  reconcileJobOptions,
 } from '../queue/jobs.js'
 import { startRelay } from '../queue/relay.js'
 import { retentionWarnings, startRetention } from '../queue/retention.js'
