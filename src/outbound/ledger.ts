@@ -1,8 +1,10 @@
 import type { Database } from '../db/client.js'
 import { type Failpoints, noFailpoints } from '../failpoints.js'
+import type { EventInvoker } from '../handlers/types.js'
 import type { Logger } from '../logger.js'
 import { type CompensateOutcome, compensate } from './compensate.js'
 import { type InvokeRequest, invoke } from './invoke.js'
+import { stepKey } from './keys.js'
 import { type Machine, noReconcileScheduler, type ReconcileScheduler } from './machine.js'
 import type { InvokeOutcome } from './outcomes.js'
 import { defaultOutboundSettings, type OutboundSettings } from './settings.js'
@@ -72,4 +74,10 @@ export function createOutboundLedger(options: OutboundLedgerOptions): OutboundLe
   }
   machines.set(ledger, machine)
   return ledger
+}
+
+/** `ctx.invoke` of an event's handler: the key is the event's identity plus the step, never a run's id. */
+export function eventInvoker(ledger: OutboundLedger): EventInvoker {
+  return (event) => (tool, step, args) =>
+    ledger.invoke(tool, { key: stepKey([event.source, event.eventId], step), args, runId: event.runId })
 }

@@ -1,15 +1,15 @@
 import { randomUUID } from 'node:crypto'
 import type postgres from 'postgres'
+import { backoffDelay } from '../backoff.js'
 import type { ConfigFile } from '../config/config.js'
 import type { Database } from '../db/client.js'
 import { leaseEvent, lockLeasedEvent, markAttemptFailed, markDone } from '../db/events.js'
-import { DeadlineError, withDeadline } from '../deadline.js'
+import { LeaseLostError } from '../db/lease.js'
+import { withAbortDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
-import { type EventHandler, HandlerError, type HandlerResult } from '../handlers/types.js'
+import { type EventHandler, type EventInvoker, HandlerError, type HandlerResult } from '../handlers/types.js'
 import type { Logger } from '../logger.js'
 import type { Metrics } from '../metrics.js'
-import { stepKey } from '../outbound/keys.js'
-import type { OutboundLedger } from '../outbound/ledger.js'
 import {
   done,
   type JobProcessor,
@@ -30,10 +30,8 @@ export interface WorkerDependencies {
   metrics: Metrics
   failpoints: Failpoints
   /** Backs `ctx.invoke`; without it a handler's invoke throws. */
-  outbound?: OutboundLedger
+  invoke?: EventInvoker
 }
-
-class LeaseLostError extends Error {}
 
 /**
  * PENDING → PROCESSING → DONE, or back to PENDING with a backoff, or FAILED once the attempts are
@@ -85,29 +83,32 @@ async function processEvent(deps: WorkerDependencies, job: QueuedJob<ProcessEven
   try {
     if (handler === undefined) throw new HandlerError(`no handler is configured for source '${row.source}'`)
     await deps.db.transaction(async (tx) => {
-      if (!(await lockLeasedEvent(tx, row.id, leaseToken))) throw new LeaseLostError()
-      const result = await withTimeout(deps.settings.handlerTimeoutMs, (signal) =>
-        handler({
-          source: row.source,
-          eventId: row.eventId,
-          eventType: row.eventType,
-          event: parseStoredBody(row.body),
-          raw: row.body,
-          headers: row.headers,
-          attempt: row.attempts,
-          tx,
-          signal,
-          logger: log,
-          invoke: (tool, step, args) => {
-            if (deps.outbound === undefined) throw new Error('this worker has no outbound ledger')
-            // The key is the event's identity plus the step: never a model's or a run's id.
-            return deps.outbound.invoke(tool, {
-              key: stepKey([row.source, row.eventId], step),
-              args,
-              runId: `${row.id}/${row.attempts}`,
-            })
-          },
-        }),
+      if (!(await lockLeasedEvent(tx, row.id, leaseToken))) throw new LeaseLostError(`event row ${row.id}`)
+      const timeoutMs = deps.settings.handlerTimeoutMs
+      const result = await withAbortDeadline(
+        timeoutMs,
+        `handler did not finish within ${timeoutMs} ms`,
+        (signal) =>
+          handler({
+            source: row.source,
+            eventId: row.eventId,
+            eventType: row.eventType,
+            event: parseStoredBody(row.body),
+            raw: row.body,
+            headers: row.headers,
+            attempt: row.attempts,
+            tx,
+            signal,
+            logger: log,
+            invoke: (tool, step, args) => {
+              if (deps.invoke === undefined) throw new Error('this worker has no outbound ledger')
+              return deps.invoke({
+                source: row.source,
+                eventId: row.eventId,
+                runId: `${row.id}/${row.attempts}`,
+              })(tool, step, args)
+            },
+          }),
       )
       deps.failpoints.hit('worker.before_done')
       await markDone(tx, row.id, { attempt: row.attempts, startedAt, ...(result ?? {}) })
@@ -124,9 +125,9 @@ async function processEvent(deps: WorkerDependencies, job: QueuedJob<ProcessEven
       return done
     }
     const final = row.attempts >= deps.settings.maxAttempts
-    const delayMs = Math.min(
-      deps.settings.backoffBaseMs * 2 ** (row.attempts - 1),
-      deps.settings.backoffMaxMs,
+    const delayMs = backoffDelay(
+      { baseDelayMs: deps.settings.backoffBaseMs, maxDelayMs: deps.settings.backoffMaxMs },
+      row.attempts,
     )
     const details: HandlerResult = error instanceof HandlerError ? error.details : {}
     const message = error instanceof Error ? error.message : String(error)
@@ -152,17 +153,6 @@ async function processEvent(deps: WorkerDependencies, job: QueuedJob<ProcessEven
     if (status === 'pending') return runAgainAt(Date.now() + delayMs)
   }
   return done
-}
-
-/** Runs the handler with a signal that is aborted when its time is up. */
-async function withTimeout<T>(ms: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const controller = new AbortController()
-  try {
-    return await withDeadline(run(controller.signal), ms, `handler did not finish within ${ms} ms`)
-  } catch (error) {
-    if (error instanceof DeadlineError) controller.abort(error)
-    throw error
-  }
 }
 
 /** The body as the handler sees it: parsed JSON, or the text itself for bodies that are not JSON. */

@@ -9,6 +9,7 @@ import { createClaimBatcher } from '../db/claims.js'
 import { openLedger } from '../db/client.js'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
+import { retentionWarnings, startRetention } from '../db/retention.js'
 import { settlesWithin, withDeadline } from '../deadline.js'
 import { createFailpoints } from '../failpoints.js'
 import { forwardHandler } from '../handlers/forward.js'
@@ -18,7 +19,7 @@ import type { ReadinessCheck } from '../http/routes/health.js'
 import { createLogger, type Logger } from '../logger.js'
 import { addGauge, createMetrics, type Metrics } from '../metrics.js'
 import { addOutboundGauges } from '../outbound/gauges.js'
-import { createOutboundLedger, type OutboundLedger } from '../outbound/ledger.js'
+import { createOutboundLedger, eventInvoker, type OutboundLedger } from '../outbound/ledger.js'
 import { reconcileScheduler, startReconciler } from '../outbound/reconcile.js'
 import type { Tool } from '../outbound/tools.js'
 import type { JobQueue, QueueBackend } from '../queue/backend.js'
@@ -35,7 +36,6 @@ import {
   reconcileJobOptions,
 } from '../queue/jobs.js'
 import { startRelay } from '../queue/relay.js'
-import { retentionWarnings, startRetention } from '../queue/retention.js'
 import { startWorker } from '../queue/worker.js'
 
 export type Role = 'all' | 'api' | 'worker'
@@ -168,7 +168,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         logger,
         metrics,
         failpoints,
-        outbound,
+        invoke: eventInvoker(outbound),
       })
     : undefined
   const reconciler = runsWorker

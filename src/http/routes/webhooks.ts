@@ -2,6 +2,7 @@ import { Hono, type MiddlewareHandler } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
 import { HTTPException } from 'hono/http-exception'
 import type { RequestIdVariables } from 'hono/request-id'
+import { assertNever } from '../../assert.js'
 import type { Config, Source } from '../../config/config.js'
 import type { ClaimBatcher } from '../../db/claims.js'
 import { type ReceiveOutcome, receiveDelivery } from '../../inbound/receive.js'
@@ -96,10 +97,6 @@ export function webhookRoutes(deps: WebhookRouteDependencies) {
         return assertNever(outcome)
     }
   })
-}
-
-function assertNever(value: never): never {
-  throw new Error(`unexpected outcome ${JSON.stringify(value)}`)
 }
 
 export type { ReceiveOutcome }

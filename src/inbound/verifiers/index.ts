@@ -100,5 +100,5 @@ export function providerRetryHorizonSeconds(config: VerifyConfig): number | null
   return SCHEMES[config.scheme].retryHorizonSeconds
 }
 
+export { ConfigError } from '../../config/errors.js'
 export type { Delivery, RejectionCode, SigningInput, Verification, Verifier } from './types.js'
-export { ConfigError } from './types.js'

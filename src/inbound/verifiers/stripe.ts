@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { ConfigError } from '../../config/errors.js'
 import { parseJsonBody, readEventIdAt } from './body.js'
 import { secretsField, toleranceField } from './config-fields.js'
 import {
@@ -10,7 +11,7 @@ import {
   loadSecrets,
   parseUnixSeconds,
 } from './signatures.js'
-import { ConfigError, reject, type Scheme } from './types.js'
+import { reject, type Scheme } from './types.js'
 
 /**
  * Stripe: `Stripe-Signature: t=<unix>,v1=<hex>[,v1=…]`, HMAC-SHA256 over `{t}.{body}`. The `whsec_`
