@@ -35,6 +35,14 @@ export async function findPendingApprovalId(db: Database, operationId: string): 
   return row === undefined ? null : String(row.id)
 }
 
+/** Why the operation went to reconciliation: the code its last `needs_reconciliation` row recorded. */
+export async function reconciliationReason(db: Database, operationId: string): Promise<string | null> {
+  const [row] = await db.$client`
+    select details->>'reason' as reason from operation_audit
+    where operation_id = ${operationId} and event = 'needs_reconciliation' order by id desc limit 1`
+  return row?.reason ?? null
+}
+
 /**
  * The operations of one workflow (an event's handler steps), by their key prefix. The prefix's '%'
  * and '_' are escaped: the encoded parts contain '%', which LIKE would read as a wildcard.

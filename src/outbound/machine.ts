@@ -1,6 +1,6 @@
 import { assertNever } from '../assert.js'
 import type { Database } from '../db/client.js'
-import { findPendingApprovalId, latestAttempt } from '../db/operation-queries.js'
+import { findPendingApprovalId, latestAttempt, reconciliationReason } from '../db/operation-queries.js'
 import type { AttemptRow, Held } from '../db/operation-rows.js'
 import { type Claim, markExhausted, markUndone, moveToReconciliation } from '../db/operations.js'
 import type { Failpoints } from '../failpoints.js'
@@ -132,7 +132,12 @@ export async function answerFor<R>(
         message: `operation key '${op.operationKey}' was used with other arguments (or another tool); the original is kept`,
       }
     case 'needs_reconciliation':
-      return { kind: 'needs_reconciliation', operationId: op.id, reason: op.lastError ?? 'unknown_outcome' }
+      // Always the code the move recorded (as on the first answer), never the caller's error text.
+      return {
+        kind: 'needs_reconciliation',
+        operationId: op.id,
+        reason: (await reconciliationReason(db, op.id)) ?? 'unknown_outcome',
+      }
     case 'awaiting_approval':
       return {
         kind: 'awaiting_approval',

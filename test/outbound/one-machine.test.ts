@@ -112,6 +112,26 @@ describe('one state machine for in-process tools and agents over HTTP', () => {
   })
 })
 
+describe('escalated answers', () => {
+  it('carry the same reason code on the first escalation and on every later claim', async () => {
+    const key = 'machine:irreversible'
+    const body = { key, tool: 'send-gift', effect: 'irreversible', args: { n: 1 } }
+    const claim = await post('/v1/operations/claim', body)
+    const first = await post(`/v1/operations/${encodeURIComponent(key)}/outcome`, {
+      leaseToken: claim.leaseToken,
+      attempt: claim.attempt,
+      outcome: 'unknown',
+      error: 'the courier API timed out',
+    })
+    expect(first).toMatchObject({ decision: 'escalated', reason: 'unknown_outcome' })
+    expect(await post('/v1/operations/claim', body)).toMatchObject({
+      decision: 'escalated',
+      status: 'needs_reconciliation',
+      reason: 'unknown_outcome',
+    })
+  })
+})
+
 describe('approvals', () => {
   it('record_success refuses empty evidence', async () => {
     const lost = defineTool<{ n: number }, string>({
