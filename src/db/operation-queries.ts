@@ -1,4 +1,5 @@
 import { and, asc, desc, eq, isNull, lt, or, sql } from 'drizzle-orm'
+import type postgres from 'postgres'
 import type { Database } from './client.js'
 import {
   type AttemptRow,
@@ -134,3 +135,26 @@ export async function dueForReconciliation(db: Database, limit: number) {
     )
     .limit(limit)
 }
+
+/** The outbound ledger's figures for /metrics, read on scrape. */
+export const outboundGaugeReads = (client: postgres.Sql) => ({
+  byToolAndStatus: () =>
+    client<Array<{ tool: string; status: string; n: number }>>`
+      select tool, status::text as status, count(*)::int as n from operations group by tool, status`,
+  needingReconciliation: async () => {
+    const [row] = await client<Array<{ n: number }>>`
+      select count(*)::int as n from operations where status = 'needs_reconciliation'`
+    return row?.n ?? 0
+  },
+  pendingApprovals: async () => {
+    const [row] = await client<Array<{ n: number }>>`
+      select count(*)::int as n from approvals where status = 'pending'`
+    return row?.n ?? 0
+  },
+  oldestPendingApprovalSeconds: async () => {
+    const [row] = await client<Array<{ seconds: number }>>`
+      select coalesce(extract(epoch from now() - min(created_at))::float8, 0) as seconds
+      from approvals where status = 'pending'`
+    return row?.seconds ?? 0
+  },
+})

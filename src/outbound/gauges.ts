@@ -1,4 +1,5 @@
 import type postgres from 'postgres'
+import { outboundGaugeReads } from '../db/operation-queries.js'
 import { addGauge, type Metrics } from '../metrics.js'
 
 /**
@@ -7,13 +8,13 @@ import { addGauge, type Metrics } from '../metrics.js'
  * outcome is unknown, or an approval nobody decided, is work that stops until someone acts.
  */
 export function addOutboundGauges(metrics: Metrics, client: postgres.Sql): void {
+  const reads = outboundGaugeReads(client)
   addGauge(metrics, {
     name: 'hookledger_operations',
     help: 'Outbound operations in the ledger, by tool and status',
     labelNames: ['tool', 'status'],
     read: async () => {
-      const rows = await client<Array<{ tool: string; status: string; n: number }>>`
-        select tool, status::text as status, count(*)::int as n from operations group by tool, status`
+      const rows = await reads.byToolAndStatus()
       return rows.map((row) => ({ labels: { tool: row.tool, status: row.status }, value: row.n }))
     },
   })
@@ -22,9 +23,7 @@ export function addOutboundGauges(metrics: Metrics, client: postgres.Sql): void 
     help: 'Operations whose outcome is unknown and not yet reconciled',
     labelNames: [],
     read: async () => {
-      const [row] = await client<Array<{ n: number }>>`
-        select count(*)::int as n from operations where status = 'needs_reconciliation'`
-      return [{ labels: {}, value: row?.n ?? 0 }]
+      return [{ labels: {}, value: await reads.needingReconciliation() }]
     },
   })
   addGauge(metrics, {
@@ -32,9 +31,7 @@ export function addOutboundGauges(metrics: Metrics, client: postgres.Sql): void 
     help: 'Approvals waiting for a human decision',
     labelNames: [],
     read: async () => {
-      const [row] = await client<Array<{ n: number }>>`
-        select count(*)::int as n from approvals where status = 'pending'`
-      return [{ labels: {}, value: row?.n ?? 0 }]
+      return [{ labels: {}, value: await reads.pendingApprovals() }]
     },
   })
   addGauge(metrics, {
@@ -42,10 +39,7 @@ export function addOutboundGauges(metrics: Metrics, client: postgres.Sql): void 
     help: 'Age of the oldest approval waiting for a decision (0 when none waits)',
     labelNames: [],
     read: async () => {
-      const [row] = await client<Array<{ seconds: number }>>`
-        select coalesce(extract(epoch from now() - min(created_at))::float8, 0) as seconds
-        from approvals where status = 'pending'`
-      return [{ labels: {}, value: row?.seconds ?? 0 }]
+      return [{ labels: {}, value: await reads.oldestPendingApprovalSeconds() }]
     },
   })
 }
