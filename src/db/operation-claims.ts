@@ -186,10 +186,14 @@ export async function escalate(db: Database, held: Held, question: Question) {
 
 const text = (value: unknown) => (value === null || value === undefined ? '' : String(value))
 
+/** A human's decision on an approval. */
 export interface AppliedDecision {
   decision: 'retry' | 'record_success' | 'abandon'
+  /** Who decides; recorded in the approval and the audit. */
   by: string
+  /** For `retry`: the payload hash the approver saw. A retry is bound to exactly those arguments. */
   payloadHash?: string | undefined
+  /** For `record_success`: what shows the effect happened (required). */
   evidence?: unknown
   result?: unknown
   downstreamId?: string | undefined

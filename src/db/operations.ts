@@ -329,5 +329,5 @@ export async function leaseIn(
   return row === undefined ? undefined : toOperation(row)
 }
 
-export type { Claim, ClaimRequest, Question } from './operation-claims.js'
+export type { AppliedDecision, Claim, ClaimRequest, Question } from './operation-claims.js'
 export { applyDecision, claimOperation, escalate } from './operation-claims.js'

@@ -1,7 +1,7 @@
 import type { Database } from '../db/client.js'
 import { findApproval, listAttempts, listAudit } from '../db/operation-queries.js'
 import type { OperationRow } from '../db/operation-rows.js'
-import { applyDecision } from '../db/operations.js'
+import { type AppliedDecision, applyDecision } from '../db/operations.js'
 import type { approvals } from '../db/outbound-schema.js'
 import { nextStatusOnDecision } from './decision.js'
 
@@ -97,18 +97,8 @@ export async function showApproval(db: Database, id: string): Promise<ApprovalVi
   }
 }
 
-export interface DecisionRequest {
+export interface DecisionRequest extends AppliedDecision {
   approvalId: string
-  decision: Decision
-  /** Who decides; recorded in the approval and the audit. */
-  by: string
-  /** For `retry`: the payload hash the approver saw. A retry is bound to exactly those arguments. */
-  payloadHash?: string | undefined
-  /** For `record_success`: what shows the effect happened (required). */
-  evidence?: unknown
-  result?: unknown
-  downstreamId?: string | undefined
-  note?: string | undefined
 }
 
 export type DecideOutcome =
