@@ -21,6 +21,24 @@ export async function withDeadline<T>(promise: Promise<T>, ms: number, message: 
   }
 }
 
+/**
+ * Runs `run` with a signal that is aborted when `ms` have passed, and rejects with a DeadlineError
+ * then: the one time limit of handlers, tool calls and reconcile calls.
+ */
+export async function withAbortDeadline<T>(
+  ms: number,
+  message: string,
+  run: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const controller = new AbortController()
+  try {
+    return await withDeadline(run(controller.signal), ms, message)
+  } catch (error) {
+    if (error instanceof DeadlineError) controller.abort(error)
+    throw error
+  }
+}
+
 /** Waits for `promise` up to `ms`; true when it settled (either way) in time. */
 export async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
   return withDeadline(

@@ -9,7 +9,6 @@ export { type AppDependencies, createApp } from './http/app.js'
 export type { ReceiveOutcome } from './inbound/receive.js'
 export type { Delivery, RejectionCode, Verification, Verifier } from './inbound/verifiers/index.js'
 export { createLogger, type Logger } from './logger.js'
-export { type AgentProtocol, agentProtocol } from './outbound/agent.js'
 export { type Decision, decide as decideApproval } from './outbound/approvals.js'
 export { payloadHash } from './outbound/hash.js'
 export {

@@ -1,6 +1,7 @@
+import { assertNever } from '../assert.js'
 import { openLedger } from '../db/client.js'
-import { type Decision, decide, listApprovals, showApproval } from '../outbound/approvals.js'
-import { assertNever } from '../outbound/decision.js'
+import { listApprovals } from '../db/operation-queries.js'
+import { type Decision, decide, showApproval } from '../outbound/approvals.js'
 import { CliError, parseCommandLine, parseJsonFlag, usageError } from './errors.js'
 
 export const APPROVALS_USAGE = `  hookledger approvals list [--all]                          pending approvals (--all: decided too)

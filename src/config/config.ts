@@ -1,13 +1,13 @@
 import { readFile } from 'node:fs/promises'
 import { z } from 'zod'
 import {
-  ConfigError,
   createVerifier,
   eventIdIsSigned,
   type Verifier,
   verifyConfigSchema,
 } from '../inbound/verifiers/index.js'
 import { outboundSettingsSchema } from '../outbound/settings.js'
+import { ConfigError } from './errors.js'
 
 const SOURCE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
 

@@ -1,9 +1,9 @@
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
-import { ConfigError } from '../inbound/verifiers/types.js'
+import { ConfigError } from '../config/errors.js'
 import * as schema from './schema.js'
 
-/** drizzle over postgres-js; `$client` is the pool itself, for the hot paths written in plain SQL. */
+// `$client`: the pool itself, for the hot-path statements written in SQL (src/db/claims.ts, operations.ts).
 export type Database = PostgresJsDatabase<typeof schema> & { $client: postgres.Sql }
 /** The transaction a handler receives; whatever it writes commits together with the DONE mark. */
 export type Transaction = Parameters<Parameters<Database['transaction']>[0]>[0]

@@ -32,6 +32,16 @@ export interface HandlerContext {
   invoke<A, R>(tool: Tool<A, R>, step: string, args: A): Promise<InvokeOutcome<R>>
 }
 
+/**
+ * Builds `ctx.invoke` for one attempt of one event: the service binds it to the outbound ledger, so
+ * the worker needs nothing of outbound/.
+ */
+export type EventInvoker = (event: {
+  source: string
+  eventId: string
+  runId: string
+}) => HandlerContext['invoke']
+
 /** Optional facts about the attempt, recorded on its attempt row. */
 export interface HandlerResult {
   responseStatus?: number

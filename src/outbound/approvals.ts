@@ -1,79 +1,13 @@
-import { and, desc, eq, isNull, lt, or, sql } from 'drizzle-orm'
 import type { Database } from '../db/client.js'
-import { approvals, operations } from '../db/outbound-schema.js'
-import { audit, type Held, LeaseLostError, listAttempts, listAudit, type OperationRow } from './store.js'
+import { findApproval, listAttempts, listAudit } from '../db/operation-queries.js'
+import type { OperationRow } from '../db/operation-rows.js'
+import { type AppliedDecision, applyDecision } from '../db/operations.js'
+import type { approvals } from '../db/outbound-schema.js'
+import { nextStatusOnDecision } from './decision.js'
 
 export type ApprovalRow = typeof approvals.$inferSelect
 export type Decision = 'retry' | 'record_success' | 'abandon'
 export type ProposedAction = ApprovalRow['proposedAction']
-
-/**
- * Hands an operation to a human: the pending approval, its evidence and the proposed action commit
- * with the status change (guarded by the lease), so no operation is left waiting without a question.
- */
-export async function escalate(
-  db: Database,
-  held: Held,
-  question: { action: 'execute' | 'undo'; reason: string; evidence: unknown; proposedAction: ProposedAction },
-): Promise<{ op: OperationRow; approvalId: string }> {
-  return db.transaction(async (tx) => {
-    const [op] = await tx
-      .update(operations)
-      .set({
-        status: 'awaiting_approval',
-        evidence: question.evidence ?? null,
-        leaseToken: null,
-        leaseUntil: null,
-        reconcileAt: null,
-        updatedAt: sql`now()`,
-      })
-      .where(and(eq(operations.id, held.op.id), eq(operations.leaseToken, held.leaseToken)))
-      .returning()
-    if (op === undefined) throw new LeaseLostError(held.op.operationKey)
-    const [created] = await tx
-      .insert(approvals)
-      .values({
-        operationId: op.id,
-        action: question.action,
-        payloadHash: op.payloadHash,
-        reason: question.reason,
-        evidence: question.evidence ?? null,
-        proposedAction: question.proposedAction,
-      })
-      .onConflictDoNothing()
-      .returning({ id: approvals.id })
-    const approvalId = created?.id ?? (await pendingApprovalId(tx, op.id)) ?? ''
-    await audit(tx, op, {
-      event: 'escalated',
-      from: held.op.status,
-      to: 'awaiting_approval',
-      actor: held.actor,
-      details: {
-        approvalId,
-        action: question.action,
-        reason: question.reason,
-        proposedAction: question.proposedAction,
-      },
-    })
-    held.op = op
-    return { op, approvalId }
-  })
-}
-
-async function pendingApprovalId(
-  db: Pick<Database, 'select'>,
-  operationId: string,
-): Promise<string | undefined> {
-  const [row] = await db
-    .select({ id: approvals.id })
-    .from(approvals)
-    .where(and(eq(approvals.operationId, operationId), eq(approvals.status, 'pending')))
-  return row?.id
-}
-
-export async function findPendingApprovalId(db: Database, operationId: string): Promise<string | null> {
-  return (await pendingApprovalId(db, operationId)) ?? null
-}
 
 /** Everything the approver must see before deciding (the source document's concrete gate). */
 export interface ApprovalView {
@@ -113,36 +47,8 @@ export interface ApprovalView {
   createdAt: string
 }
 
-export async function listApprovals(
-  db: Database,
-  filter: { status?: 'pending' | 'decided' | undefined; limit?: number | undefined } = {},
-) {
-  return db
-    .select({
-      id: approvals.id,
-      status: approvals.status,
-      action: approvals.action,
-      reason: approvals.reason,
-      proposedAction: approvals.proposedAction,
-      decision: approvals.decision,
-      createdAt: approvals.createdAt,
-      operationKey: operations.operationKey,
-      tool: operations.tool,
-      effect: operations.effectClass,
-    })
-    .from(approvals)
-    .innerJoin(operations, eq(operations.id, approvals.operationId))
-    .where(filter.status === undefined ? undefined : eq(approvals.status, filter.status))
-    .orderBy(desc(approvals.createdAt))
-    .limit(filter.limit ?? 100)
-}
-
 export async function showApproval(db: Database, id: string): Promise<ApprovalView | undefined> {
-  const [row] = await db
-    .select({ approval: approvals, op: operations })
-    .from(approvals)
-    .innerJoin(operations, eq(operations.id, approvals.operationId))
-    .where(eq(approvals.id, id))
+  const row = await findApproval(db, id)
   if (row === undefined) return undefined
   const { approval, op } = row
   const attempts = await listAttempts(db, op.id)
@@ -191,18 +97,8 @@ export async function showApproval(db: Database, id: string): Promise<ApprovalVi
   }
 }
 
-export interface DecisionRequest {
+export interface DecisionRequest extends AppliedDecision {
   approvalId: string
-  decision: Decision
-  /** Who decides; recorded in the approval and the audit. */
-  by: string
-  /** For `retry`: the payload hash the approver saw. A retry is bound to exactly those arguments. */
-  payloadHash?: string | undefined
-  /** For `record_success`: what shows the effect happened (required). */
-  evidence?: unknown
-  result?: unknown
-  downstreamId?: string | undefined
-  note?: string | undefined
 }
 
 export type DecideOutcome =
@@ -220,124 +116,29 @@ export type DecideOutcome =
  */
 export async function decide(db: Database, request: DecisionRequest): Promise<DecideOutcome> {
   if (request.by.trim() === '') return { kind: 'invalid', message: 'the decider (by) is required' }
-  if (
-    request.decision === 'record_success' &&
-    (request.evidence === undefined || request.evidence === null)
-  ) {
+  if (request.decision === 'record_success' && isEmptyEvidence(request.evidence)) {
     return { kind: 'invalid', message: 'record_success needs the evidence that the effect happened' }
   }
   if (request.decision === 'retry' && request.payloadHash === undefined) {
     return { kind: 'invalid', message: 'retry needs the payload hash of the arguments it approves' }
   }
-  return db.transaction(async (tx) => {
-    const [row] = await tx
-      .select({ approval: approvals, op: operations })
-      .from(approvals)
-      .innerJoin(operations, eq(operations.id, approvals.operationId))
-      .where(eq(approvals.id, request.approvalId))
-      .for('update')
-    if (row === undefined) return { kind: 'not_found' } as const
-    const { approval, op } = row
-    if (approval.status !== 'pending' || op.status !== 'awaiting_approval') {
-      return { kind: 'already_decided', decision: approval.decision, by: approval.decidedBy } as const
-    }
-    if (
-      request.decision === 'retry' &&
-      (request.payloadHash !== approval.payloadHash || op.payloadHash !== approval.payloadHash)
-    ) {
-      return { kind: 'payload_mismatch', expected: approval.payloadHash } as const
-    }
-    const undo = approval.action === 'undo'
-    const next: OperationRow['status'] =
-      request.decision === 'retry'
-        ? undo
-          ? 'completed'
-          : 'retry_approved'
-        : request.decision === 'record_success'
-          ? undo
-            ? 'compensated'
-            : 'completed'
-          : undo
-            ? 'completed'
-            : 'abandoned'
-    const recordsSuccess = request.decision === 'record_success' && !undo
-    await tx
-      .update(operations)
-      .set({
-        status: next,
-        leaseToken: null,
-        leaseUntil: null,
-        updatedAt: sql`now()`,
-        ...(recordsSuccess
-          ? {
-              evidence: request.evidence,
-              resultJson: request.result ?? null,
-              downstreamId: request.downstreamId ?? op.downstreamId,
-              completedAt: sql`now()`,
-            }
-          : {}),
-      })
-      .where(eq(operations.id, op.id))
-    await tx
-      .update(approvals)
-      .set({
-        status: 'decided',
-        decision: request.decision,
-        decidedBy: request.by,
-        decidedAt: sql`now()`,
-        decisionEvidence: request.evidence ?? null,
-        note: request.note ?? null,
-      })
-      .where(eq(approvals.id, approval.id))
-    await audit(tx, op, {
-      event: `decided_${request.decision}`,
-      from: op.status,
-      to: next,
-      actor: `human:${request.by}`,
-      details: {
-        approvalId: approval.id,
-        action: approval.action,
-        note: request.note,
-        payloadHash: request.payloadHash,
-      },
-    })
-    return { kind: 'decided', approvalId: approval.id, operationKey: op.operationKey, status: next } as const
-  })
+  const applied = await applyDecision(db, request.approvalId, request, (action) =>
+    nextStatusOnDecision(action, request.decision),
+  )
+  return applied.kind === 'applied'
+    ? {
+        kind: 'decided',
+        approvalId: request.approvalId,
+        operationKey: applied.operationKey,
+        status: applied.status,
+      }
+    : applied
 }
 
-/** Operations by status, newest first (the admin API's list). */
-export async function listOperations(
-  db: Database,
-  filter: { status?: OperationRow['status'] | undefined; limit?: number | undefined } = {},
-) {
-  return db
-    .select({
-      id: operations.id,
-      key: operations.operationKey,
-      tool: operations.tool,
-      effect: operations.effectClass,
-      status: operations.status,
-      attempts: operations.attempts,
-      lastError: operations.lastError,
-      updatedAt: operations.updatedAt,
-    })
-    .from(operations)
-    .where(filter.status === undefined ? undefined : eq(operations.status, filter.status))
-    .orderBy(desc(operations.updatedAt))
-    .limit(filter.limit ?? 100)
-}
-
-/** Rows due for reconciliation whose job may be lost, with no live reconciler on them. */
-export async function dueForReconciliation(db: Database, limit: number) {
-  return db
-    .select({ id: operations.id, attempts: operations.attempts })
-    .from(operations)
-    .where(
-      and(
-        eq(operations.status, 'needs_reconciliation'),
-        lt(operations.reconcileAt, sql`now()`),
-        or(isNull(operations.leaseUntil), lt(operations.leaseUntil, sql`now()`)),
-      ),
-    )
-    .limit(limit)
+/** No evidence at all: absent, null, blank, or an empty object or list (`{}` shows nothing happened). */
+function isEmptyEvidence(evidence: unknown): boolean {
+  if (evidence === undefined || evidence === null) return true
+  if (typeof evidence === 'string') return evidence.trim() === ''
+  if (Array.isArray(evidence)) return evidence.length === 0
+  return typeof evidence === 'object' && Object.keys(evidence).length === 0
 }

@@ -1,4 +1,5 @@
-import type { AttemptStatus, EffectClass } from '../db/outbound-schema.js'
+import { assertNever } from '../assert.js'
+import type { AttemptStatus, EffectClass, OperationStatus } from '../db/outbound-schema.js'
 
 /** What the ledger knows when it holds an operation's lease. */
 export interface DecisionInput {
@@ -30,7 +31,9 @@ export type Step =
  * - idempotent: re-execute with the same key, bounded by the round's cap.
  * - compensable: run the undo of an attempt that may have landed; only once it is committed, execute
  *   under a new key. An attempt still in flight without an undo reference was never sent (the
- *   reference is committed before the call), so it is simply superseded.
+ *   reference is committed before the call), so it is simply superseded. An unknown outcome without
+ *   an undo reference (an agent reported it without recording one) cannot be undone: someone has to
+ *   look, so it goes to reconciliation.
  * - irreversible: an attempt that may have landed is never re-executed automatically: it goes to
  *   reconciliation, unless a human approved exactly one more execution.
  */
@@ -49,7 +52,9 @@ export function decide(input: DecisionInput): Step {
         case 'idempotent':
           return capReached ? { kind: 'exhausted', closeLast } : { kind: 'execute', closeLast }
         case 'compensable':
-          return { kind: 'undo', closeLast }
+          return last.hasUndoRef
+            ? { kind: 'undo', closeLast }
+            : { kind: 'needs_reconciliation', reason: 'unknown_without_undo_ref', closeLast }
         case 'irreversible':
           return approved
             ? { kind: 'execute', closeLast }
@@ -75,6 +80,24 @@ export function decide(input: DecisionInput): Step {
   }
 }
 
-export function assertNever(value: never): never {
-  throw new Error(`unexpected value ${JSON.stringify(value)}`)
+/**
+ * The operation's status after a human's decision on an approval. On an `execute` question, retry
+ * opens one more round for these arguments, record_success completes it, abandon stops it. On an
+ * `undo` question (a failed compensation), retry puts it back as completed so the undo runs again,
+ * record_success says the undo happened, and abandon leaves the effect in place.
+ */
+export function nextStatusOnDecision(
+  action: 'execute' | 'undo',
+  decision: 'retry' | 'record_success' | 'abandon',
+): OperationStatus {
+  switch (decision) {
+    case 'retry':
+      return action === 'undo' ? 'completed' : 'retry_approved'
+    case 'record_success':
+      return action === 'undo' ? 'compensated' : 'completed'
+    case 'abandon':
+      return action === 'undo' ? 'completed' : 'abandoned'
+    default:
+      return assertNever(decision)
+  }
 }

@@ -35,13 +35,4 @@ function encodePart(part: string): string {
   return part.replaceAll('%', '%25').replaceAll(':', '%3A')
 }
 
-/**
- * The idempotency key one attempt sends downstream. Retries of idempotent and irreversible tools reuse
- * the operation key (a receiver that honors keys turns the repeat into a no-op); a compensable tool's
- * attempt after a committed undo is a new intended action, so it gets a new key.
- */
-export function attemptKey(operationKey: string, attempt: number, fresh: boolean): string {
-  return fresh && attempt > 1 ? `${operationKey}#${attempt}` : operationKey
-}
-
 export const MAX_KEY_LENGTH = 255

@@ -1,32 +1,21 @@
 import { randomUUID } from 'node:crypto'
-import { and, eq, isNull, lt, or, sql } from 'drizzle-orm'
-import { z } from 'zod'
 import type { Database } from '../db/client.js'
-import { operations } from '../db/outbound-schema.js'
+import { dueForReconciliation, listAttempts } from '../db/operation-queries.js'
+import type { Held, OperationRow } from '../db/operation-rows.js'
+import { escalate, leaseIn, recordReconciledFound } from '../db/operations.js'
+import { withAbortDeadline } from '../deadline.js'
 import type { Logger } from '../logger.js'
-import type { JobDefaults, JobQueue, QueueBackend } from '../queue/backend.js'
-import { dueForReconciliation, escalate } from './approvals.js'
-import { type OutboundLedger, operationView, type ReconcileScheduler, withTimeout } from './ledger.js'
-import { type Held, transition } from './store.js'
-import type { ReconcileResult } from './tools.js'
-
-export const RECONCILE_QUEUE = 'outbound-reconcile'
-export const RECONCILE_OPERATION = 'reconcile-operation'
-export const reconcileJobData = z.object({ operationId: z.uuid() })
-export type ReconcileJobData = z.infer<typeof reconcileJobData>
-
-/** One job per operation and attempt: `rec-<uuid>-<n>` has no ':' and is never all digits. */
-export function reconcileJobId(operationId: string, attempt: number): string {
-  return `rec-${operationId}-${attempt}`
-}
-
-export const reconcileJobOptions: JobDefaults = {
-  attempts: 5,
-  backoff: { type: 'exponential', delay: 1000 },
-  // The row is the truth: a finished job may go, so the sweep can add the same id again.
-  removeOnComplete: true,
-  removeOnFail: true,
-}
+import type { JobQueue, QueueBackend } from '../queue/backend.js'
+import {
+  RECONCILE_OPERATION,
+  RECONCILE_QUEUE,
+  type ReconcileJobData,
+  reconcileJobData,
+  reconcileJobId,
+} from '../queue/jobs.js'
+import { machineOf, type OutboundLedger } from './ledger.js'
+import type { ReconcileScheduler } from './machine.js'
+import type { OperationView, ReconcileResult } from './tools.js'
 
 export function reconcileScheduler(queue: JobQueue<ReconcileJobData>): ReconcileScheduler {
   return {
@@ -58,20 +47,10 @@ export async function reconcileOperation(
   const timeoutMs = deps.ledger.settings.reconcileTimeoutMs
   const token = randomUUID()
   // The reconciler leases the row too, so two reconcilers (a job and a sweep) never both decide.
-  const [op] = await db
-    .update(operations)
-    .set({ leaseToken: token, leaseUntil: sql`now() + ${`${timeoutMs + 5000} milliseconds`}::interval` })
-    .where(
-      and(
-        eq(operations.id, operationId),
-        eq(operations.status, 'needs_reconciliation'),
-        or(isNull(operations.leaseUntil), lt(operations.leaseUntil, sql`now()`)),
-      ),
-    )
-    .returning()
+  const op = await leaseIn(db, { id: operationId }, 'needs_reconciliation', token, timeoutMs + 5000)
   if (op === undefined) return { kind: 'skipped', reason: 'not waiting for reconciliation' }
   const held: Held = { op, leaseToken: token, actor: 'reconciler' }
-  const tool = deps.ledger.tool(op.tool)
+  const tool = machineOf(deps.ledger).tool(op.tool)
   if (tool?.reconcile === undefined) {
     const reason = tool === undefined ? 'tool_not_registered' : 'no_reconcile'
     const { approvalId } = await escalate(db, held, {
@@ -86,7 +65,7 @@ export async function reconcileOperation(
   const view = await operationView<never>(db, op)
   let result: ReconcileResult
   try {
-    result = await withTimeout(timeoutMs, () => reconcile(view))
+    result = await withAbortDeadline(timeoutMs, `no answer within ${timeoutMs} ms`, () => reconcile(view))
   } catch (error) {
     result = {
       kind: 'cannot_tell',
@@ -95,20 +74,7 @@ export async function reconcileOperation(
   }
   switch (result.kind) {
     case 'found':
-      await transition(db, held, {
-        set: {
-          status: 'completed',
-          resultJson: result.result ?? null,
-          downstreamId: result.downstreamId ?? op.downstreamId,
-          evidence: result.evidence ?? null,
-          leaseToken: null,
-          leaseUntil: null,
-          reconcileAt: null,
-          completedAt: sql`now()`,
-        },
-        event: 'reconciled_found',
-        details: { evidence: result.evidence ?? null },
-      })
+      await recordReconciledFound(db, held, result)
       deps.logger.info({ operationKey: op.operationKey }, 'reconciliation found the effect; recorded success')
       return { kind: 'recorded_success' }
     case 'not_found':
@@ -178,5 +144,24 @@ export function startReconciler(deps: {
       await running
       await worker.close()
     },
+  }
+}
+
+/** The operation as a tool's `reconcile` sees it. */
+async function operationView<A>(db: Database, op: OperationRow): Promise<OperationView<A>> {
+  const attempts = await listAttempts(db, op.id)
+  return {
+    id: op.id,
+    key: op.operationKey,
+    tool: op.tool,
+    effect: op.effectClass,
+    args: op.args as A,
+    payloadHash: op.payloadHash,
+    status: op.status,
+    attempts: op.attempts,
+    attemptKeys: attempts.map((a) => a.attemptKey),
+    downstreamId: op.downstreamId,
+    undoRef: op.undoRef,
+    lastError: op.lastError,
   }
 }

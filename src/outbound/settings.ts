@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import type { RetryPolicy } from './tools.js'
 
 /** The `outbound` section of the config file: the ledger's retry, lease and reconciliation timings. */
 export const outboundSettingsSchema = z
@@ -20,6 +21,23 @@ export const outboundSettingsSchema = z
      * metadata addresses. URLs written in the config (a `forward` destination) are trusted anyway.
      */
     allowHosts: z.array(z.string().min(1)).default([]),
+    /**
+     * Retry settings per tool name, for tools this server does not define in code (those an agent
+     * calls over HTTP). A tool's own `retry` comes first, then this entry, then the values above.
+     */
+    tools: z
+      .record(
+        z.string().min(1),
+        z
+          .object({
+            maxAttempts: z.number().int().min(1).max(20),
+            backoffBaseMs: z.number().int().min(1),
+            backoffMaxMs: z.number().int().min(1),
+          })
+          .partial()
+          .strict(),
+      )
+      .default({}),
   })
   .refine((s) => s.leaseMs > s.backoffMaxMs, {
     message: 'leaseMs must be longer than backoffMaxMs',
@@ -30,3 +48,20 @@ export const outboundSettingsSchema = z
 export type OutboundSettings = z.infer<typeof outboundSettingsSchema>
 
 export const defaultOutboundSettings: OutboundSettings = outboundSettingsSchema.parse(undefined)
+
+/**
+ * The bounded retry of one tool, by name, for every caller alike (in-process `invoke` and agents over
+ * HTTP): the tool's own `retry`, else `outbound.tools.<name>`, else the section's defaults.
+ */
+export function retryPolicyFor(
+  settings: OutboundSettings,
+  toolName: string,
+  own: Partial<RetryPolicy> | undefined,
+): RetryPolicy {
+  const configured = settings.tools[toolName]
+  return {
+    attempts: own?.attempts ?? configured?.maxAttempts ?? settings.maxAttempts,
+    baseDelayMs: own?.baseDelayMs ?? configured?.backoffBaseMs ?? settings.backoffBaseMs,
+    maxDelayMs: own?.maxDelayMs ?? configured?.backoffMaxMs ?? settings.backoffMaxMs,
+  }
+}

@@ -1,3 +1,4 @@
+import { backoffDelay } from '../backoff.js'
 import type {
   AddOptions,
   InProcessBackend,
@@ -240,7 +241,13 @@ function retryPolicy(queueName: string, defaults: JobDefaults): RetryPolicy {
     case 'fixed':
       return { attempts, delayMs: () => delay }
     case 'exponential':
-      return { attempts, delayMs: (attemptsMade) => Math.round(2 ** (attemptsMade - 1) * delay) }
+      return {
+        attempts,
+        delayMs: (attemptsMade) =>
+          Math.round(
+            backoffDelay({ baseDelayMs: delay, maxDelayMs: Number.POSITIVE_INFINITY }, attemptsMade),
+          ),
+      }
     default:
       throw new TypeError(`queue '${queueName}': the in-process queue has no '${backoff.type}' backoff`)
   }

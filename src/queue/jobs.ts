@@ -41,3 +41,22 @@ export const processEventJobOptions: JobDefaults = {
 export function deploymentQueuePrefix(deploymentId: string): string {
   return `hookledger-${deploymentId}`
 }
+
+/** The outbound reconciler's queue: one job per operation and attempt that needs reconciling. */
+export const RECONCILE_QUEUE = 'outbound-reconcile'
+export const RECONCILE_OPERATION = 'reconcile-operation'
+export const reconcileJobData = z.object({ operationId: z.uuid() })
+export type ReconcileJobData = z.infer<typeof reconcileJobData>
+
+/** `rec-<uuid>-<n>` has no ':' and is never all digits. */
+export function reconcileJobId(operationId: string, attempt: number): string {
+  return `rec-${operationId}-${attempt}`
+}
+
+export const reconcileJobOptions: JobDefaults = {
+  attempts: 5,
+  backoff: { type: 'exponential', delay: 1000 },
+  // The row is the truth: a finished job may go, so the sweep can add the same id again.
+  removeOnComplete: true,
+  removeOnFail: true,
+}

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type postgres from 'postgres'
+import { backoffDelay } from '../backoff.js'
 import type { ConfigFile } from '../config/config.js'
 import { type Batcher, createBatcher } from '../db/batcher.js'
 import type { Database } from '../db/client.js'
@@ -15,14 +16,18 @@ import {
   markDoneMany,
   releaseLease,
 } from '../db/events.js'
-import { DeadlineError, withDeadline } from '../deadline.js'
+import { LeaseLostError } from '../db/lease.js'
+import { withAbortDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
-import { HandlerError, type HandlerResult, RetryLaterError, type SourceHandler } from '../handlers/types.js'
+import {
+  type EventInvoker,
+  HandlerError,
+  type HandlerResult,
+  RetryLaterError,
+  type SourceHandler,
+} from '../handlers/types.js'
 import type { Logger } from '../logger.js'
 import type { Metrics } from '../metrics.js'
-import { stepKey } from '../outbound/keys.js'
-import type { OutboundLedger } from '../outbound/ledger.js'
-import type { Tool } from '../outbound/tools.js'
 import {
   done,
   type JobProcessor,
@@ -43,10 +48,8 @@ export interface WorkerDependencies {
   metrics: Metrics
   failpoints: Failpoints
   /** Backs `ctx.invoke`; without it a handler's invoke throws. */
-  outbound?: OutboundLedger
+  invoke?: EventInvoker
 }
-
-class LeaseLostError extends Error {}
 
 /** The statements every job makes, each shared by the jobs of one event-loop turn. */
 interface Batches {
@@ -119,7 +122,7 @@ async function processEvent(
   try {
     if (handler === undefined) throw new HandlerError(`no handler is configured for source '${row.source}'`)
     if (handler.kind === 'direct') {
-      const result = await withTimeout(deps.settings.handlerTimeoutMs, (signal) =>
+      const result = await withHandlerDeadline(deps, (signal) =>
         handler.run(handlerContext(deps, row, signal, log)),
       )
       deps.failpoints.hit('worker.before_done')
@@ -131,11 +134,11 @@ async function processEvent(
         finishedAt: new Date(),
         ...(result ?? {}),
       })
-      if (!marked) throw new LeaseLostError()
+      if (!marked) throw new LeaseLostError(`event row ${row.id}`)
     } else {
       await deps.db.transaction(async (tx) => {
-        if (!(await lockLeasedEvent(tx, row.id, leaseToken))) throw new LeaseLostError()
-        const result = await withTimeout(deps.settings.handlerTimeoutMs, (signal) =>
+        if (!(await lockLeasedEvent(tx, row.id, leaseToken))) throw new LeaseLostError(`event row ${row.id}`)
+        const result = await withHandlerDeadline(deps, (signal) =>
           handler.run({ ...handlerContext(deps, row, signal, log), tx }),
         )
         deps.failpoints.hit('worker.before_done')
@@ -177,15 +180,11 @@ function handlerContext(deps: WorkerDependencies, row: LeasedEvent, signal: Abor
     attempt: row.attempts,
     signal,
     logger,
-    invoke: <A, R>(tool: Tool<A, R>, step: string, args: A) => {
-      if (deps.outbound === undefined) throw new Error('this worker has no outbound ledger')
-      // The key is the event's identity plus the step: never a model's or a run's id.
-      return deps.outbound.invoke(tool, {
-        key: stepKey([row.source, row.eventId], step),
-        args,
-        runId: `${row.id}/${row.attempts}`,
-      })
-    },
+    invoke:
+      deps.invoke?.({ source: row.source, eventId: row.eventId, runId: `${row.id}/${row.attempts}` }) ??
+      (() => {
+        throw new Error('this worker has no outbound ledger')
+      }),
   }
 }
 
@@ -199,7 +198,10 @@ async function recordFailure(
   log: Logger,
 ): Promise<JobResult> {
   const final = row.attempts >= deps.settings.maxAttempts
-  const delayMs = Math.min(deps.settings.backoffBaseMs * 2 ** (row.attempts - 1), deps.settings.backoffMaxMs)
+  const delayMs = backoffDelay(
+    { baseDelayMs: deps.settings.backoffBaseMs, maxDelayMs: deps.settings.backoffMaxMs },
+    row.attempts,
+  )
   const details: HandlerResult = error instanceof HandlerError ? error.details : {}
   const cause = describeError(error)
   const status = await markAttemptFailed(deps.sql, row.id, leaseToken, {
@@ -244,14 +246,12 @@ function isQueryWrapper(error: Error): boolean {
 }
 
 /** Runs the handler with a signal that is aborted when its time is up. */
-async function withTimeout<T>(ms: number, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const controller = new AbortController()
-  try {
-    return await withDeadline(run(controller.signal), ms, `handler did not finish within ${ms} ms`)
-  } catch (error) {
-    if (error instanceof DeadlineError) controller.abort(error)
-    throw error
-  }
+function withHandlerDeadline<T>(
+  deps: WorkerDependencies,
+  run: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const ms = deps.settings.handlerTimeoutMs
+  return withAbortDeadline(ms, `handler did not finish within ${ms} ms`, run)
 }
 
 /** The body as the handler sees it: parsed JSON, or the text itself for bodies that are not JSON. */

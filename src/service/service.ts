@@ -9,6 +9,7 @@ import { ledgerPoolSize, openLedger } from '../db/client.js'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
 import { addLedgerGauges } from '../db/gauges.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
+import { retentionWarnings, startRetention } from '../db/retention.js'
 import { settlesWithin } from '../deadline.js'
 import { createFailpoints } from '../failpoints.js'
 import { forwardDelivery } from '../handlers/forward.js'
@@ -18,14 +19,8 @@ import type { ReadinessCheck } from '../http/routes/health.js'
 import { createLogger, type Logger } from '../logger.js'
 import { createMetrics } from '../metrics.js'
 import { addOutboundGauges } from '../outbound/gauges.js'
-import { createOutboundLedger, type OutboundLedger } from '../outbound/ledger.js'
-import {
-  RECONCILE_QUEUE,
-  type ReconcileJobData,
-  reconcileJobOptions,
-  reconcileScheduler,
-  startReconciler,
-} from '../outbound/reconcile.js'
+import { createOutboundLedger, eventInvoker, type OutboundLedger } from '../outbound/ledger.js'
+import { reconcileScheduler, startReconciler } from '../outbound/reconcile.js'
 import type { Tool } from '../outbound/tools.js'
 import type { QueueBackend } from '../queue/backend.js'
 import { createBullmqBackend } from '../queue/bullmq.js'
@@ -36,10 +31,12 @@ import {
   INBOUND_QUEUE,
   type ProcessEventData,
   processEventJobOptions,
+  RECONCILE_QUEUE,
+  type ReconcileJobData,
+  reconcileJobOptions,
 } from '../queue/jobs.js'
 import { claimQueuePrefix } from '../queue/prefix-owner.js'
 import { startRelay } from '../queue/relay.js'
-import { retentionWarnings, startRetention } from '../queue/retention.js'
 import { startWorker } from '../queue/worker.js'
 
 export type Role = 'all' | 'api' | 'worker'
@@ -204,7 +201,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         logger,
         metrics,
         failpoints,
-        outbound,
+        invoke: eventInvoker(outbound),
       })
     : undefined
   const reconciler = runsWorker

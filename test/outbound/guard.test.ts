@@ -1,11 +1,12 @@
 import { eq, sql } from 'drizzle-orm'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { listAttempts } from '../../src/db/operation-queries.js'
+import { claimOperation, startAttempt } from '../../src/db/operations.js'
 import { operationAttempts, operationAudit, operations } from '../../src/db/outbound-schema.js'
 import { createLogger } from '../../src/logger.js'
 import { payloadHash } from '../../src/outbound/hash.js'
 import { createOutboundLedger, type ReconcileScheduler } from '../../src/outbound/ledger.js'
 import { outboundSettingsSchema } from '../../src/outbound/settings.js'
-import { claimOperation, listAttempts, startAttempt } from '../../src/outbound/store.js'
 import { defineTool, type ExecuteResult, type Tool } from '../../src/outbound/tools.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { claimEvents } from '../../src/db/claims.js'
+import { retentionWarnings, startRetention } from '../../src/db/retention.js'
 import { createLogger } from '../../src/logger.js'
-import { retentionWarnings, startRetention } from '../../src/queue/retention.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { testConfig } from '../support/stack.js'
 

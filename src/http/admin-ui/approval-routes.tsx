@@ -1,16 +1,10 @@
 import { Hono } from 'hono'
 import { z } from 'zod'
+import { assertNever } from '../../assert.js'
 import type { Database } from '../../db/client.js'
-import { findOperationDetail } from '../../db/operation-queries.js'
+import { findOperationDetail, listApprovals, listOperations } from '../../db/operation-queries.js'
 import { operationStatus } from '../../db/outbound-schema.js'
-import {
-  type ApprovalView,
-  decide,
-  listApprovals,
-  listOperations,
-  showApproval,
-} from '../../outbound/approvals.js'
-import { assertNever } from '../../outbound/decision.js'
+import { type ApprovalView, decide, showApproval } from '../../outbound/approvals.js'
 import { ApprovalsPage } from './approvals.js'
 import { describeIssues } from './filters.js'
 import { type AdminEnv, requireCsrfToken } from './guard.js'

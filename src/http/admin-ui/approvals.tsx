@@ -1,5 +1,6 @@
 import type { FC } from 'hono/jsx'
-import type { ApprovalView, listApprovals } from '../../outbound/approvals.js'
+import type { listApprovals } from '../../db/operation-queries.js'
+import type { ApprovalView } from '../../outbound/approvals.js'
 import { Badge, CsrfField, Json, Layout, type PageProps, utc } from './layout.js'
 
 export interface ApprovalsPageProps {

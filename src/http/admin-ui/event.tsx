@@ -1,6 +1,6 @@
 import type { FC } from 'hono/jsx'
 import type { EventDetail } from '../../db/event-queries.js'
-import type { OperationRow } from '../../outbound/store.js'
+import type { OperationRow } from '../../db/operation-rows.js'
 import { Badge, CsrfField, LastError, Layout, type PageProps, utc } from './layout.js'
 import { duration } from './operation.js'
 

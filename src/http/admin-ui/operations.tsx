@@ -1,6 +1,6 @@
 import type { FC } from 'hono/jsx'
+import type { listOperations } from '../../db/operation-queries.js'
 import { type OperationStatus, operationStatus } from '../../db/outbound-schema.js'
-import type { listOperations } from '../../outbound/approvals.js'
 import { Badge, LastError, Layout, type PageProps, utc } from './layout.js'
 
 export interface OperationsPageProps {

@@ -1,11 +1,17 @@
 import { Hono } from 'hono'
 import { z } from 'zod'
+import { assertNever } from '../../assert.js'
 import type { Database } from '../../db/client.js'
 import { listEvents } from '../../db/event-queries.js'
+import {
+  findOperation,
+  listApprovals,
+  listAttempts,
+  listAudit,
+  listOperations,
+} from '../../db/operation-queries.js'
 import { operationStatus } from '../../db/outbound-schema.js'
-import { decide, listApprovals, listOperations, showApproval } from '../../outbound/approvals.js'
-import { assertNever } from '../../outbound/decision.js'
-import { findOperation, listAttempts, listAudit } from '../../outbound/store.js'
+import { decide, showApproval } from '../../outbound/approvals.js'
 import { encodeCursor, eventsQuery, filterOf } from '../admin-ui/filters.js'
 import { ApiError } from '../errors.js'
 import { bearerAuth } from '../middleware/bearer.js'

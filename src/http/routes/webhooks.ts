@@ -1,5 +1,6 @@
 import { Hono, type MiddlewareHandler } from 'hono'
 import type { RequestIdVariables } from 'hono/request-id'
+import { assertNever } from '../../assert.js'
 import type { Config, Source } from '../../config/config.js'
 import type { ClaimBatcher } from '../../db/claims.js'
 import { type ReceiveOutcome, receiveDelivery } from '../../inbound/receive.js'
@@ -103,10 +104,6 @@ export function webhookRoutes(deps: WebhookRouteDependencies) {
         return assertNever(outcome)
     }
   })
-}
-
-function assertNever(value: never): never {
-  throw new Error(`unexpected outcome ${JSON.stringify(value)}`)
 }
 
 export type { ReceiveOutcome }

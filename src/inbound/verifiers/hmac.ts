@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { ConfigError } from '../../config/errors.js'
 import { parseJsonBody, readEventId, readEventIdAt, stringAt } from './body.js'
 import { secretsField, toleranceField } from './config-fields.js'
 import { parseSignatureHeader } from './signature-header.js'
@@ -11,7 +12,7 @@ import {
   loadSecrets,
   parseUnixSeconds,
 } from './signatures.js'
-import { ConfigError, reject, type Scheme, type Verification } from './types.js'
+import { reject, type Scheme, type Verification } from './types.js'
 
 /**
  * A generic HMAC scheme for senders without a scheme of their own: one header carrying

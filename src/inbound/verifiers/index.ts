@@ -104,5 +104,5 @@ export function eventIdIsSigned(config: VerifyConfig): boolean {
   }
 }
 
+export { ConfigError } from '../../config/errors.js'
 export type { Delivery, RejectionCode, SigningInput, Verification, Verifier } from './types.js'
-export { ConfigError } from './types.js'

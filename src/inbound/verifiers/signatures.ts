@@ -1,5 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
-import { ConfigError, reject, type SecretResolver, type Verification } from './types.js'
+import { ConfigError } from '../../config/errors.js'
+import { reject, type SecretResolver, type Verification } from './types.js'
 
 /** Helpers every HMAC scheme shares: secret loading, strict decoding, constant-time matching. */
 

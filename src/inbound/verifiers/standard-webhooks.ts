@@ -7,10 +7,11 @@ import {
   verify as verifyEd25519,
 } from 'node:crypto'
 import { z } from 'zod'
+import { ConfigError } from '../../config/errors.js'
 import { parseJsonBody, readEventId } from './body.js'
 import { secretsField, toleranceField } from './config-fields.js'
 import { anyMatch, decodeSignature, hmac, signatureEntries } from './signatures.js'
-import { ConfigError, type Delivery, reject, type Scheme, type Verification } from './types.js'
+import { type Delivery, reject, type Scheme, type Verification } from './types.js'
 
 /**
  * Standard Webhooks v1 (HMAC-SHA256 over `{id}.{timestamp}.{body}`) and v1a (ed25519 over the same

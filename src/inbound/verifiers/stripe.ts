@@ -1,9 +1,10 @@
 import { z } from 'zod'
+import { ConfigError } from '../../config/errors.js'
 import { parseJsonBody, readEventIdAt } from './body.js'
 import { secretsField, toleranceField } from './config-fields.js'
 import { parseSignatureHeader, type SignatureHeaderFormat } from './signature-header.js'
 import { anyMatch, checkTolerance, hmac, keepHeaders, loadSecrets } from './signatures.js'
-import { ConfigError, reject, type Scheme } from './types.js'
+import { reject, type Scheme } from './types.js'
 
 /**
  * Stripe: `Stripe-Signature: t=<unix>,v1=<hex>[,v1=…]`, HMAC-SHA256 over `{t}.{body}`. The `whsec_`

@@ -42,13 +42,6 @@ export interface Verifier {
 /** Resolves a secret reference from the config file (`env:NAME` or a literal). */
 export type SecretResolver = (reference: string, field: string) => string
 
-export class ConfigError extends Error {
-  constructor(message: string) {
-    super(message)
-    this.name = 'ConfigError'
-  }
-}
-
 /** What a sender puts on one delivery, for `sign`: the bytes plus the values the signature covers. */
 export interface SigningInput {
   raw: Uint8Array

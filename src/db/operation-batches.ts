@@ -1,11 +1,12 @@
 import type postgres from 'postgres'
-import { type Batcher, createBatcher } from '../db/batcher.js'
-import type { EffectClass } from '../db/outbound-schema.js'
+import { type Batcher, createBatcher } from './batcher.js'
+import { type OperationRow, toOperation } from './operation-rows.js'
+import type { EffectClass } from './outbound-schema.js'
 
-// The two transitions every successful first call makes — claim a new key with its first attempt in
-// flight, then record the success — gathered across concurrent invokes into one statement each. They
-// are the same transitions as the one-by-one path in store.ts (same rows, same audit entries), for
-// the common case only: a key seen before, and any outcome but success, take the one-by-one path.
+// Two transitions of the state machine (db/operations.ts) in the form many callers share: the claim
+// of a key never seen, with its first attempt in flight, and the success. Every call that succeeds
+// makes them, so concurrent callers' rows go in one statement each (same rows, same audit entries as
+// one by one). A key seen before takes the one-by-one claim in operation-claims.ts.
 
 export interface FreshClaim {
   key: string
@@ -24,33 +25,35 @@ export interface FreshClaim {
   toolCallId: string | null
 }
 
-/** The new operation, leased, with attempt 1 (key = the operation key) in flight; undefined when the key existed. */
-export interface FreshOperation {
-  id: string
-  operationKey: string
-  leaseUntil: Date
-}
-
 export interface Completion {
   operationId: string
   leaseToken: string
   attempt: number
-  resultJson: string
+  resultJson: string | null
   downstreamId: string | null
   actor: string
 }
 
 export interface OperationBatches {
-  claimFresh: Batcher<FreshClaim, FreshOperation | undefined>
+  /** The new operation, leased, attempt 1 in flight under the operation key; undefined when the key existed. */
+  claimFresh: Batcher<FreshClaim, OperationRow | undefined>
   /** False when the lease was lost (another caller took the operation over). */
   complete: Batcher<Completion, boolean>
 }
 
-export function createOperationBatches(sql: postgres.Sql): OperationBatches {
-  return {
-    claimFresh: createBatcher((claims) => claimFresh(sql, claims)),
-    complete: createBatcher((completions) => complete(sql, completions)),
+const byPool = new WeakMap<postgres.Sql, OperationBatches>()
+
+/** The batchers of one pool: every ledger on that pool shares them, so its callers share statements. */
+export function operationBatches(sql: postgres.Sql): OperationBatches {
+  let batches = byPool.get(sql)
+  if (batches === undefined) {
+    batches = {
+      claimFresh: createBatcher((claims) => claimFresh(sql, claims)),
+      complete: createBatcher((completions) => complete(sql, completions)),
+    }
+    byPool.set(sql, batches)
   }
+  return batches
 }
 
 /**
@@ -61,8 +64,8 @@ export function createOperationBatches(sql: postgres.Sql): OperationBatches {
 async function claimFresh(
   sql: postgres.Sql,
   claims: readonly FreshClaim[],
-): Promise<(FreshOperation | undefined)[]> {
-  const rows = await sql<{ id: string; operation_key: string; lease_token: string; lease_until: Date }[]>`
+): Promise<(OperationRow | undefined)[]> {
+  const rows = await sql`
     with input as (
       select * from unnest(
         ${claims.map((c) => c.key)}::text[], ${claims.map((c) => c.tool)}::text[],
@@ -80,7 +83,7 @@ async function claimFresh(
              now() + lease_ms * interval '1 millisecond', 1, 1, undo_ref::jsonb, run_id, trace_id, tool_call_id
       from input order by position
       on conflict (operation_key) do nothing
-      returning id, operation_key, lease_token, lease_until, undo_ref, run_id, trace_id, tool_call_id),
+      returning *),
     attempt as (
       insert into operation_attempts (operation_id, attempt, attempt_key, undo_ref)
       select id, 1, operation_key, undo_ref from inserted),
@@ -95,13 +98,11 @@ async function claimFresh(
           'attempt', 1, 'attemptKey', n.operation_key, 'undoRef', n.undo_ref))
       ) as e(step, event, from_status, details)
       order by i.position, e.step)
-    select id, operation_key, lease_token, lease_until from inserted`
-  const byToken = new Map(rows.map((row) => [row.lease_token, row]))
+    select * from inserted`
+  const byToken = new Map(rows.map((row) => [String(row.lease_token), row]))
   return claims.map((claim) => {
     const row = byToken.get(claim.leaseToken)
-    return row === undefined
-      ? undefined
-      : { id: row.id, operationKey: row.operation_key, leaseUntil: new Date(row.lease_until) }
+    return row === undefined ? undefined : toOperation(row)
   })
 }
 

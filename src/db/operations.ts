@@ -1,0 +1,351 @@
+import type postgres from 'postgres'
+import type { Database } from './client.js'
+import { LeaseLostError } from './lease.js'
+import { operationBatches } from './operation-batches.js'
+import {
+  type AttemptStatus,
+  attemptKey,
+  type Held,
+  json,
+  type OperationRow,
+  type OperationStatus,
+  toOperation,
+} from './operation-rows.js'
+
+export type { Held }
+
+/**
+ * The outbound state machine: every transition of an operation, each a named function of one
+ * statement (or, for a human's decision, one transaction) that also writes its audit row. The
+ * in-process ledger, the agents' HTTP protocol, the reconciler and the approvals change operations
+ * only through these. Every change of a leased operation is guarded by its lease token: a caller
+ * whose lease was taken over gets LeaseLostError and the new holder decides.
+ *
+ * Raw SQL, not drizzle's builder: these run several times per operation on the forward path, where
+ * the builder cost more than the statements (see src/db/claims.ts).
+ */
+
+type Sql = postgres.Sql
+type Fragment = postgres.PendingQuery<postgres.Row[]>
+
+interface AttemptChange {
+  attempt: number
+  status: AttemptStatus
+  /** Left as it is when undefined. */
+  error?: string | null
+  details?: unknown
+}
+
+/**
+ * The one statement behind every transition of a leased operation: the row change, the attempt
+ * change and the audit row commit together or not at all.
+ */
+async function change(
+  client: Sql,
+  held: Held,
+  step: {
+    set: ((sql: Sql) => Fragment) | undefined
+    event: string
+    details?: unknown
+    attempt?: AttemptChange
+  },
+): Promise<OperationRow> {
+  const attempt = step.attempt
+  const set =
+    step.set === undefined ? client`updated_at = now()` : client`${step.set(client)}, updated_at = now()`
+  const [row] = await client`
+    with op as (
+      update operations set ${set}
+      where id = ${held.op.id} and lease_token = ${held.leaseToken}
+      returning *
+    ), attempt_change as (
+      update operation_attempts set
+        status = ${attempt?.status ?? 'unknown'},
+        error = case when ${attempt?.error !== undefined} then ${attempt?.error ?? null} else error end,
+        details = case when ${attempt?.details !== undefined}
+          then ${json(attempt?.details)}::text::jsonb else details end,
+        finished_at = now()
+      where ${attempt !== undefined} and operation_id = (select id from op) and attempt = ${attempt?.attempt ?? 0}
+    ), audit as (
+      insert into operation_audit (operation_id, operation_key, event, from_status, to_status, actor, details)
+      select id, operation_key, ${step.event}, ${held.op.status}, status::text, ${held.actor},
+        ${json(step.details)}::text::jsonb
+      from op
+    )
+    select * from op`
+  if (row === undefined) throw new LeaseLostError(`operation '${held.op.operationKey}'`)
+  held.op = toOperation(row)
+  return held.op
+}
+
+const lease = (client: Sql, ms: number) => client`now() + ${ms} * interval '1 millisecond'`
+
+/**
+ * Starts one attempt: the in-flight row, the undo reference (compensable) and a fresh lease commit
+ * together, before anything is sent. A crash after this commit leaves the attempt in flight, which
+ * the decision table reads as "may have landed". `closeLast` first settles an attempt a crashed
+ * caller left in flight.
+ */
+export async function startAttempt(
+  db: Database,
+  held: Held,
+  options: {
+    leaseMs: number
+    closeLast: 'unknown' | 'not_sent' | null
+    undoRefFor?: ((attemptKey: string) => unknown) | undefined
+  },
+): Promise<{ attempt: number; attemptKey: string; leaseUntil: Date }> {
+  const client = db.$client
+  // The lease guard makes the next number safe to compute here: nobody else starts attempts.
+  const attempt = held.op.attempts + 1
+  const key = attemptKey(held.op.operationKey, attempt, held.op.effectClass === 'compensable')
+  const undoRef = json(options.undoRefFor?.(key) ?? null)
+  const [row] = await client`
+    with op as (
+      update operations set attempts = attempts + 1, round_attempts = round_attempts + 1,
+        lease_until = ${lease(client, options.leaseMs)}, undo_ref = coalesce(${undoRef}::text::jsonb, undo_ref),
+        updated_at = now()
+      where id = ${held.op.id} and lease_token = ${held.leaseToken} and attempts = ${attempt - 1}
+      returning *
+    ), closed as (
+      update operation_attempts set status = ${options.closeLast ?? 'unknown'}, finished_at = now()
+      where ${options.closeLast !== null} and operation_id = (select id from op) and status = 'in_flight'
+    ), started as (
+      insert into operation_attempts (operation_id, attempt, attempt_key, undo_ref)
+      select id, ${attempt}, ${key}, ${undoRef}::text::jsonb from op
+    ), audit as (
+      insert into operation_audit (operation_id, operation_key, event, from_status, to_status, actor, details)
+      select id, operation_key, 'attempt_started', ${held.op.status}, status::text, ${held.actor},
+        ${json({ attempt, attemptKey: key, undoRef: options.undoRefFor?.(key) ?? null })}::text::jsonb
+      from op
+    )
+    select * from op`
+  if (row === undefined) throw new LeaseLostError(`operation '${held.op.operationKey}'`)
+  held.op = toOperation(row)
+  return { attempt, attemptKey: key, leaseUntil: held.op.leaseUntil ?? new Date() }
+}
+
+/**
+ * Records the undo reference of the attempt in flight (agents over HTTP do this before their call).
+ * Nothing changes unless the lease is held and the attempt is still in flight.
+ */
+export async function recordUndoRef(db: Database, held: Held, attempt: number, undoRef: unknown) {
+  const client = db.$client
+  const ref = json(undoRef)
+  const [row] = await client`
+    with target as (
+      select a.id from operation_attempts a join operations o on o.id = a.operation_id
+      where o.id = ${held.op.id} and o.lease_token = ${held.leaseToken}
+        and a.attempt = ${attempt} and a.status = 'in_flight'
+    ), attempt_change as (
+      update operation_attempts set undo_ref = ${ref}::text::jsonb where id = (select id from target)
+    ), op as (
+      update operations set undo_ref = ${ref}::text::jsonb, updated_at = now()
+      where id = ${held.op.id} and exists (select 1 from target)
+      returning *
+    ), audit as (
+      insert into operation_audit (operation_id, operation_key, event, from_status, to_status, actor, details)
+      select id, operation_key, 'undo_ref_recorded', status::text, status::text, ${held.actor},
+        ${json({ attempt, undoRef })}::text::jsonb
+      from op
+    )
+    select * from op`
+  if (row === undefined) throw new LeaseLostError(`operation '${held.op.operationKey}'`)
+  held.op = toOperation(row)
+}
+
+/**
+ * The effect happened: completed with its result, the attempt succeeded. Written in one statement
+ * with every other success of the same moment (operation-batches.ts).
+ */
+export async function recordSuccess(
+  db: Database,
+  held: Held,
+  attempt: number,
+  outcome: { result?: unknown; downstreamId?: string | undefined },
+): Promise<OperationRow> {
+  const downstreamId = outcome.downstreamId ?? null
+  const completed = await operationBatches(db.$client).complete.run({
+    operationId: held.op.id,
+    leaseToken: held.leaseToken,
+    attempt,
+    resultJson: json(outcome.result ?? null),
+    downstreamId,
+    actor: held.actor,
+  })
+  if (!completed) throw new LeaseLostError(`operation '${held.op.operationKey}'`)
+  held.op = {
+    ...held.op,
+    status: 'completed',
+    resultJson: outcome.result ?? null,
+    downstreamId,
+    lastError: null,
+    leaseToken: null,
+    leaseUntil: null,
+  }
+  return held.op
+}
+
+/** A definite rejection: it did not happen, and the operation fails. */
+export const recordRejection = (
+  db: Database,
+  held: Held,
+  attempt: number,
+  error: string,
+  details?: unknown,
+) =>
+  change(db.$client, held, {
+    set: (sql) => sql`status = 'failed', last_error = ${error}, lease_token = null, lease_until = null`,
+    event: 'rejected',
+    details: { attempt },
+    attempt: { attempt, status: 'rejected', error, details: details ?? null },
+  })
+
+/** No answer that settles it: the decision table says what follows (never "failed"). */
+export const recordUnknown = (db: Database, held: Held, attempt: number, error: string, details?: unknown) =>
+  change(db.$client, held, {
+    set: (sql) => sql`last_error = ${error}`,
+    event: 'outcome_unknown',
+    details: { attempt, error },
+    attempt: { attempt, status: 'unknown', error, details: details ?? null },
+  })
+
+/** The undo of `last` is about to run (in process, or handed to an agent) under a renewed lease. */
+export const startUndo = (
+  db: Database,
+  held: Held,
+  last: { attempt: number; attemptKey: string },
+  leaseMs: number,
+  closeLast: boolean,
+) =>
+  change(db.$client, held, {
+    set: (sql) => sql`lease_until = ${lease(sql, leaseMs)}`,
+    event: 'undo_started',
+    details: { attempt: last.attempt, attemptKey: last.attemptKey },
+    ...(closeLast ? { attempt: { attempt: last.attempt, status: 'unknown' as const } } : {}),
+  })
+
+/** The undo ran and committed: only now may the next attempt go out, under a new key. */
+export const recordUndoSuccess = (db: Database, held: Held, attempt: number, details?: unknown) =>
+  change(db.$client, held, {
+    set: undefined,
+    event: 'compensated',
+    details: { attempt },
+    attempt: { attempt, status: 'compensated', details: details ?? null },
+  })
+
+export const recordUndoFailure = (
+  db: Database,
+  held: Held,
+  attempt: number,
+  error: string,
+  details?: unknown,
+) =>
+  change(db.$client, held, {
+    set: (sql) => sql`last_error = ${`undo failed: ${error}`}`,
+    event: 'undo_failed',
+    details: { attempt, error },
+    attempt: { attempt, status: 'undo_failed', error, details: details ?? null },
+  })
+
+/** An idempotent round used up; `closeLast` closes the attempt left in flight as unknown. */
+export const markExhausted = (db: Database, held: Held, closeLast: { attempt: number } | undefined) =>
+  change(db.$client, held, {
+    set: (sql) => sql`status = 'exhausted', lease_token = null, lease_until = null`,
+    event: 'retries_exhausted',
+    details: { roundAttempts: held.op.roundAttempts },
+    ...(closeLast === undefined
+      ? {}
+      : { attempt: { attempt: closeLast.attempt, status: 'unknown' as const } }),
+  })
+
+/** Every attempt was undone and the cap is reached: it definitely did not happen. */
+export const markUndone = (db: Database, held: Held, reason: string) =>
+  change(db.$client, held, {
+    set: (sql) => sql`status = 'failed', last_error = ${reason}, lease_token = null, lease_until = null`,
+    event: 'failed',
+    details: { reason },
+  })
+
+/** Unknown whether it happened: reconciliation is due after `delayMs` (never "failed"). */
+export const moveToReconciliation = (
+  db: Database,
+  held: Held,
+  reason: string,
+  delayMs: number,
+  closeLast: { attempt: number } | undefined,
+) =>
+  change(db.$client, held, {
+    set: (sql) => sql`status = 'needs_reconciliation', lease_token = null, lease_until = null,
+      reconcile_at = ${lease(sql, delayMs)}`,
+    event: 'needs_reconciliation',
+    details: { reason },
+    ...(closeLast === undefined
+      ? {}
+      : { attempt: { attempt: closeLast.attempt, status: 'unknown' as const } }),
+  })
+
+/**
+ * Hands an agent's operation back: the lease goes to nobody (a token no caller has) and runs out
+ * after `delayMs`, so the next claim cannot come sooner than the backoff allows.
+ */
+export const releaseFor = (db: Database, held: Held, delayMs: number, unheldToken: string) =>
+  change(db.$client, held, {
+    set: (sql) => sql`lease_token = ${unheldToken}, lease_until = ${lease(sql, delayMs)}`,
+    event: 'released',
+    details: { retryAfterMs: delayMs },
+  })
+
+/** Reconciliation found the effect: success with its evidence, and nothing runs. */
+export const recordReconciledFound = (
+  db: Database,
+  held: Held,
+  found: { result?: unknown; downstreamId?: string | undefined; evidence?: unknown },
+) =>
+  change(db.$client, held, {
+    set: (sql) => sql`status = 'completed', result_json = ${json(found.result)}::text::jsonb,
+      downstream_id = coalesce(${found.downstreamId ?? null}, downstream_id),
+      evidence = ${json(found.evidence)}::text::jsonb, lease_token = null, lease_until = null,
+      reconcile_at = null, completed_at = now()`,
+    event: 'reconciled_found',
+    details: { evidence: found.evidence ?? null },
+  })
+
+/** A saga abort starts the undo of a completed operation (leased by `leaseCompleted`). */
+export const startCompensation = (db: Database, held: Held, attempt: number | undefined) =>
+  change(db.$client, held, {
+    set: undefined,
+    event: 'undo_started',
+    details: { attempt, reason: 'saga_abort' },
+  })
+
+export const recordCompensated = (db: Database, held: Held) =>
+  change(db.$client, held, {
+    set: (sql) => sql`status = 'compensated', lease_token = null, lease_until = null`,
+    event: 'compensated',
+    details: { reason: 'saga_abort' },
+  })
+
+/**
+ * Takes a lease on an operation in `status` whose lease is free, without changing its status (the
+ * reconciler on `needs_reconciliation`, a saga abort on `completed`): two of them never both decide.
+ */
+export async function leaseIn(
+  db: Database,
+  where: { id: string } | { key: string; tool: string },
+  status: OperationStatus,
+  token: string,
+  leaseMs: number,
+): Promise<OperationRow | undefined> {
+  const client = db.$client
+  const match =
+    'id' in where ? client`id = ${where.id}` : client`operation_key = ${where.key} and tool = ${where.tool}`
+  const [row] = await client`
+    update operations set lease_token = ${token}, lease_until = ${lease(client, leaseMs)}, updated_at = now()
+    where ${match} and status = ${status} and (lease_until is null or lease_until < now())
+    returning *`
+  return row === undefined ? undefined : toOperation(row)
+}
+
+export type { AppliedDecision, Claim, ClaimRequest, Question } from './operation-claims.js'
+export { applyDecision, claimOperation, escalate } from './operation-claims.js'
