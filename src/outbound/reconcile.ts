@@ -52,11 +52,18 @@ export async function reconcileOperation(
   const held: Held = { op, leaseToken: token, actor: 'reconciler' }
   const tool = machineOf(deps.ledger).tool(op.tool)
   if (tool?.reconcile === undefined) {
-    const reason = tool === undefined ? 'tool_not_registered' : 'no_reconcile'
+    // What a person reading the approval needs: why nobody could check, and what to do about it.
+    const reason = 'unknown_outcome'
+    const why =
+      tool === undefined
+        ? `no tool named '${op.tool}' is registered in this process to ask (an agent's tools never are; an in-process tool is registered through startService({ tools }))`
+        : `the tool '${op.tool}' has no reconcile to ask with`
     const { approvalId } = await escalate(db, held, {
       action: 'execute',
       reason,
-      evidence: { note: `no way to ask the external system whether '${op.operationKey}' happened` },
+      evidence: {
+        note: `'${op.tool}' was called for '${op.operationKey}' and its outcome is unknown; ${why}. Check the system it acts on, then Record success with what you found, Retry once, or Abandon.`,
+      },
       proposedAction: 'investigate',
     })
     return { kind: 'escalated', approvalId, reason }

@@ -68,7 +68,7 @@ afterAll(async () => {
 const sleep = (ms: number) => new Promise((wake) => setTimeout(wake, ms))
 
 async function runThroughResets(role: Role, prefix: string) {
-  child = await startChild(['src/cli/main.ts', 'serve', '--role', role], {
+  child = await startChild(['bin/hookledger.js', 'serve', '--role', role], {
     DATABASE_URL: proxy.urlFor(database.url),
     REDIS_URL: testRedisUrl(),
     HOOKLEDGER_CONFIG: join(directory, 'config.json'),
