@@ -14,6 +14,12 @@ import type { Destination } from './destination.js'
 import { BENCH_SECRET, benchBody, signedRequest } from './signing.js'
 import { startStatementCounter } from './statement-counter.js'
 
+/** BENCH_CPU_PROF=<folder>: CPU profiles of both workers, to read before optimising anything. */
+function profileFlags(name: string): string[] {
+  const folder = process.env.BENCH_CPU_PROF
+  return folder === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${folder}/${name}`]
+}
+
 export interface DrainResult {
   label: string
   events: number
@@ -132,10 +138,16 @@ async function hookledgerDrain(
     const statementsBefore = counter?.statements() ?? 0
     const commitsBefore = await commits(options.admin, options.databaseName)
     const timed = await timeDrain(destination, events, () =>
-      startChild(['bin/hookledger.js', 'serve', '--role', 'worker'], {
-        ...env,
-        DATABASE_URL: workerUrl.toString(),
-      }),
+      startChild(
+        [
+          ...profileFlags('hookledger'),
+          'bin/hookledger.js',
+          'serve',
+          '--role',
+          'worker',
+        ],
+        { ...env, DATABASE_URL: workerUrl.toString() },
+      ),
     )
     // Every row must be DONE, not merely delivered: the ledger's own work is part of the cost.
     for (let i = 0; i < 600; i += 1) {
@@ -199,7 +211,7 @@ async function baselineDrain(
     const statementsBefore = counter?.statements() ?? 0
     const commitsBefore = await commits(options.admin, options.databaseName)
     const timed = await timeDrain(destination, events, () =>
-      startChild(['--import', 'tsx', 'bench/baseline-worker.ts'], {
+      startChild([...profileFlags('baseline'), '--import', 'tsx', 'bench/baseline-worker.ts'], {
         DATABASE_URL: workerUrl.toString(),
         REDIS_URL: testRedisUrl(),
         BASELINE_PREFIX: prefix,

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import type { HandlerConfig } from '../config/config.js'
 import { classifyStatus, sendHttp } from '../outbound/http-send.js'
 import type { InvokeOutcome } from '../outbound/outcomes.js'
@@ -14,13 +15,27 @@ const EXCERPT_CHARS = 512
 
 type ForwardConfig = Extract<HandlerConfig, { type: 'forward' }>
 
-/** Stable across retries of one event (the attempt number is not in here), so the hash never conflicts. */
+/**
+ * What the forward operation is identified and compared by: the event and a hash of the exact bytes
+ * received. Stable across retries (no attempt number in here), so the hash never conflicts. The bytes
+ * and headers themselves stay in the event's row, which never changes: the ledger keeps no second
+ * copy of every body, and an operation key reused with another body is still a payload conflict.
+ */
 interface ForwardArgs {
   source: string
   eventId: string
-  /** The exact bytes received, base64. */
-  body: string
-  headers: Record<string, string>
+  bodySha256: string
+}
+
+/** The delivery a forward sends: the original bytes and the headers kept on the event's row. */
+interface Delivery {
+  raw: Buffer
+  headers: Readonly<Record<string, string>>
+  /**
+   * The event's handler deadline. The send stops at whichever comes first, it or the forward's own
+   * timeout, so no setting of the two leaves a forward running after its attempt was given up.
+   */
+  signal?: AbortSignal | undefined
 }
 
 interface ForwardResult {
@@ -34,7 +49,7 @@ interface ForwardResult {
  * starts a new bounded round. The URL comes from the operator's config, so it is trusted (no SSRF
  * check). `Idempotency-Key: <source>:<event id>` lets the destination drop the repeats that remain.
  */
-export function forwardTool(config: ForwardConfig): Tool<ForwardArgs, ForwardResult> {
+export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<ForwardArgs, ForwardResult> {
   return defineTool<ForwardArgs, ForwardResult>({
     name: 'forward',
     effect: 'idempotent',
@@ -42,8 +57,8 @@ export function forwardTool(config: ForwardConfig): Tool<ForwardArgs, ForwardRes
     retry: { attempts: 1 },
     async execute(args, ctx) {
       const outgoing: Record<string, string> = {
-        ...args.headers,
-        'content-type': args.headers['content-type'] ?? 'application/json',
+        ...delivery.headers,
+        'content-type': delivery.headers['content-type'] ?? 'application/json',
         'idempotency-key': `${args.source}:${args.eventId}`,
         'x-hookledger-source': args.source,
         'x-hookledger-event-id': args.eventId,
@@ -53,9 +68,9 @@ export function forwardTool(config: ForwardConfig): Tool<ForwardArgs, ForwardRes
       const sent = await sendHttp(new URL(config.url), {
         method: 'POST',
         headers: outgoing,
-        body: Buffer.from(args.body, 'base64'),
+        body: delivery.raw,
         timeoutMs: config.timeoutMs,
-        signal: ctx.signal,
+        signal: delivery.signal === undefined ? ctx.signal : AbortSignal.any([ctx.signal, delivery.signal]),
         guarded: false,
       })
       if (sent.kind !== 'answered') {
@@ -101,13 +116,12 @@ export function forwardHandler(config: ForwardConfig): EventHandler {
 
 /** The forward as the worker runs it for a configured source: with no transaction of its own. */
 export function forwardDelivery(config: ForwardConfig): (context: DirectContext) => Promise<HandlerResult> {
-  const tool = forwardTool(config)
-  return async ({ source, eventId, raw, headers, invoke }) => {
+  return async ({ source, eventId, raw, headers, signal, invoke }) => {
+    const tool = forwardTool(config, { raw, headers, signal })
     const outcome = await invoke(tool, 'forward', {
       source,
       eventId,
-      body: raw.toString('base64'),
-      headers: { ...headers },
+      bodySha256: createHash('sha256').update(raw).digest('hex'),
     })
     if (outcome.kind === 'completed') {
       return { responseStatus: outcome.result.status, responseExcerpt: outcome.result.excerpt }

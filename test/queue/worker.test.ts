@@ -202,4 +202,33 @@ describe('forward handler', () => {
       await sink.close()
     }
   })
+
+  it('stops a send that outlives its handler deadline, even when the forward allows longer', async () => {
+    // The forward's own timeout (10 s by default) is longer than the handler's (300 ms here): the
+    // send must still end with the attempt, not keep a connection to the destination open.
+    const { createServer } = await import('node:http')
+    let aborted = 0
+    const server = createServer((request) => {
+      request.resume()
+      request.socket.on('close', () => {
+        aborted += 1
+      })
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const address = server.address()
+    const port = typeof address === 'object' && address !== null ? address.port : 0
+    try {
+      const config = testConfig(
+        { worker: { ...FAST_WORKER, handlerTimeoutMs: 300, maxAttempts: 1 }, relay: FAST_RELAY },
+        { handler: { type: 'forward', url: `http://127.0.0.1:${port}/hooks` } },
+      )
+      running = await startTestService({ database, config })
+      const id = await deliver(running.url, 'evt_forward_deadline')
+      await expect.poll(() => aborted, { timeout: 5000 }).toBeGreaterThan(0)
+      await expect.poll(async () => (await row(id))?.status, { timeout: 5000 }).toBe('failed')
+    } finally {
+      server.closeAllConnections()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    }
+  })
 })
