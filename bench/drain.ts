@@ -1,7 +1,7 @@
 // The drain section of `npm run bench`: a backlog of forward events, drained by one hookledger worker
 // process, and the same backlog drained by the hand-written at-least-once worker in
 // bench/baseline-worker.ts, to the same local destination, in the same run.
-import { readFileSync, writeFileSync } from 'node:fs'
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
@@ -28,6 +28,7 @@ export interface DrainResult {
   /** From spawning the worker process to the last delivery. */
   startToLastMs: number
   cpuMsPerEvent: number
+  storesCpuMsPerEvent: number
   commitsPerEvent: number
   /** Counted through a proxy in a separate, smaller run (the proxy costs CPU of its own). */
   statementsPerEvent?: number | undefined
@@ -40,6 +41,20 @@ function cpuMs(pid: number | undefined): number {
   if (pid === undefined) return 0
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
   return (Number(fields[11]) + Number(fields[12])) * 10
+}
+
+/** CPU of every process with this command name so far (the PostgreSQL backends, redis-server), in ms. */
+function cpuMsOf(command: string): number {
+  let total = 0
+  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) === command) total += cpuMs(Number(pid))
+    } catch {
+      // The process ended between the listing and the read.
+    }
+  }
+  return total
 }
 
 async function commits(sql: postgres.Sql, database: string): Promise<number> {
@@ -57,6 +72,8 @@ async function timeDrain(
   perSecond: number
   startToLastMs: number
   cpuMsPerEvent: number
+  /** PostgreSQL's and Redis's CPU per event over the same span: the worker's cost on the shared cores. */
+  storesCpuMsPerEvent: number
   repeats: number
   child: Child
 }> {
@@ -64,14 +81,17 @@ async function timeDrain(
   const spawnedAt = Date.now()
   const child = await start()
   const readyCpu = cpuMs(child.process.pid)
+  const readyStoresCpu = cpuMsOf('postgres') + cpuMsOf('redis-server')
   const deliveredAtReady = destination.delivered()
   const { firstAt, lastAt } = await destination.waitFor(events, 300_000)
   const cpu = cpuMs(child.process.pid) - readyCpu
+  const storesCpu = cpuMsOf('postgres') + cpuMsOf('redis-server') - readyStoresCpu
   const repeats = destination.repeats()
   return {
     perSecond: (events - 1) / Math.max((lastAt - firstAt) / 1000, 0.001),
     startToLastMs: lastAt - spawnedAt,
     cpuMsPerEvent: cpu / Math.max(events - deliveredAtReady, 1),
+    storesCpuMsPerEvent: storesCpu / Math.max(events - deliveredAtReady, 1),
     repeats,
     child,
   }
@@ -138,16 +158,10 @@ async function hookledgerDrain(
     const statementsBefore = counter?.statements() ?? 0
     const commitsBefore = await commits(options.admin, options.databaseName)
     const timed = await timeDrain(destination, events, () =>
-      startChild(
-        [
-          ...profileFlags('hookledger'),
-          'bin/hookledger.js',
-          'serve',
-          '--role',
-          'worker',
-        ],
-        { ...env, DATABASE_URL: workerUrl.toString() },
-      ),
+      startChild([...profileFlags('hookledger'), 'bin/hookledger.js', 'serve', '--role', 'worker'], {
+        ...env,
+        DATABASE_URL: workerUrl.toString(),
+      }),
     )
     // Every row must be DONE, not merely delivered: the ledger's own work is part of the cost.
     for (let i = 0; i < 600; i += 1) {
@@ -166,6 +180,7 @@ async function hookledgerDrain(
       perSecond: timed.perSecond,
       startToLastMs: timed.startToLastMs,
       cpuMsPerEvent: timed.cpuMsPerEvent,
+      storesCpuMsPerEvent: timed.storesCpuMsPerEvent,
       commitsPerEvent: (commitsAfter - commitsBefore) / events,
       statementsPerEvent:
         counter === undefined ? undefined : (counter.statements() - statementsBefore) / events,
@@ -228,6 +243,7 @@ async function baselineDrain(
       perSecond: timed.perSecond,
       startToLastMs: timed.startToLastMs,
       cpuMsPerEvent: timed.cpuMsPerEvent,
+      storesCpuMsPerEvent: timed.storesCpuMsPerEvent,
       commitsPerEvent: (commitsAfter - commitsBefore) / events,
       statementsPerEvent:
         counter === undefined ? undefined : (counter.statements() - statementsBefore) / events,
