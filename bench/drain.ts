@@ -12,7 +12,7 @@ import { type Child, startChild } from '../test/support/child.js'
 import { testRedisUrl } from '../test/support/env.js'
 import type { Destination } from './destination.js'
 import { BENCH_SECRET, benchBody, signedRequest } from './signing.js'
-import { startStatementCounter } from './statement-counter.js'
+import { type StatementCounter, startStatementCounter } from './statement-counter.js'
 
 /** BENCH_CPU_PROF=<folder>: CPU profiles of both workers, to read before optimising anything. */
 function profileFlags(name: string): string[] {
@@ -153,39 +153,23 @@ async function hookledgerDrain(
     if (intake.non2xx > 0 || stored !== events) {
       throw new Error(`the backlog is not complete: ${stored} new rows, ${intake.non2xx} non-2xx answers`)
     }
-    const workerUrl = new URL(options.databaseUrl)
-    if (counter !== undefined) workerUrl.port = String(counter.port)
-    const statementsBefore = counter?.statements() ?? 0
-    const commitsBefore = await commits(options.admin, options.databaseName)
-    const timed = await timeDrain(destination, events, () =>
-      startChild([...profileFlags('hookledger'), 'bin/hookledger.js', 'serve', '--role', 'worker'], {
-        ...env,
-        DATABASE_URL: workerUrl.toString(),
-      }),
-    )
-    // Every row must be DONE, not merely delivered: the ledger's own work is part of the cost.
-    for (let i = 0; i < 600; i += 1) {
-      const [open] = await ledger<{ open: number }[]>`
-        select count(*)::int as open from inbound_events where status <> 'done'`
-      if (open?.open === 0) break
-      await new Promise((resolve) => setTimeout(resolve, 100))
-    }
-    await timed.child.kill('SIGTERM')
-    // Backends report their counts when they exit; give the statistics a moment to land.
-    await new Promise((resolve) => setTimeout(resolve, 1200))
-    const commitsAfter = await commits(options.admin, options.databaseName)
-    return {
+    return await measureWorker(options, destination, events, counter, {
       label: 'hookledger worker',
-      events,
-      perSecond: timed.perSecond,
-      startToLastMs: timed.startToLastMs,
-      cpuMsPerEvent: timed.cpuMsPerEvent,
-      storesCpuMsPerEvent: timed.storesCpuMsPerEvent,
-      commitsPerEvent: (commitsAfter - commitsBefore) / events,
-      statementsPerEvent:
-        counter === undefined ? undefined : (counter.statements() - statementsBefore) / events,
-      repeats: timed.repeats,
-    }
+      start: (databaseUrl) =>
+        startChild([...profileFlags('hookledger'), 'bin/hookledger.js', 'serve', '--role', 'worker'], {
+          ...env,
+          DATABASE_URL: databaseUrl,
+        }),
+      // Every row must be DONE, not merely delivered: the ledger's own work is part of the cost.
+      settled: async () => {
+        for (let i = 0; i < 600; i += 1) {
+          const [open] = await ledger<{ open: number }[]>`
+            select count(*)::int as open from inbound_events where status <> 'done'`
+          if (open?.open === 0) return
+          await new Promise((resolve) => setTimeout(resolve, 100))
+        }
+      },
+    })
   } finally {
     await counter?.close()
     await ledger.end()
@@ -221,39 +205,58 @@ async function baselineDrain(
           .map((row) => ({ name: 'forward', data: { id: row.id }, opts: { jobId: `b-${row.id}` } })),
       )
     }
-    const workerUrl = new URL(options.databaseUrl)
-    if (counter !== undefined) workerUrl.port = String(counter.port)
-    const statementsBefore = counter?.statements() ?? 0
-    const commitsBefore = await commits(options.admin, options.databaseName)
-    const timed = await timeDrain(destination, events, () =>
-      startChild([...profileFlags('baseline'), '--import', 'tsx', 'bench/baseline-worker.ts'], {
-        DATABASE_URL: workerUrl.toString(),
-        REDIS_URL: testRedisUrl(),
-        BASELINE_PREFIX: prefix,
-        BASELINE_QUEUE: 'baseline',
-        BASELINE_DESTINATION: destination.url,
-      }),
-    )
-    await timed.child.kill('SIGTERM')
-    await new Promise((resolve) => setTimeout(resolve, 1200))
-    const commitsAfter = await commits(options.admin, options.databaseName)
-    return {
+    return await measureWorker(options, destination, events, counter, {
       label: 'hand-written at-least-once BullMQ worker (bench/baseline-worker.ts)',
-      events,
-      perSecond: timed.perSecond,
-      startToLastMs: timed.startToLastMs,
-      cpuMsPerEvent: timed.cpuMsPerEvent,
-      storesCpuMsPerEvent: timed.storesCpuMsPerEvent,
-      commitsPerEvent: (commitsAfter - commitsBefore) / events,
-      statementsPerEvent:
-        counter === undefined ? undefined : (counter.statements() - statementsBefore) / events,
-      repeats: timed.repeats,
-    }
+      start: (databaseUrl) =>
+        startChild([...profileFlags('baseline'), '--import', 'tsx', 'bench/baseline-worker.ts'], {
+          DATABASE_URL: databaseUrl,
+          REDIS_URL: testRedisUrl(),
+          BASELINE_PREFIX: prefix,
+          BASELINE_QUEUE: 'baseline',
+          BASELINE_DESTINATION: destination.url,
+        }),
+      settled: async () => {},
+    })
   } finally {
     await counter?.close()
     await queue.obliterate({ force: true }).catch(() => {})
     await queue.close()
     await ledger.end()
+  }
+}
+
+/**
+ * Starts one worker on the backlog (through the statement counter when there is one), times it to
+ * the last delivery, waits until it `settled`, stops it and reads what it cost.
+ */
+async function measureWorker(
+  options: DrainOptions,
+  destination: Destination,
+  events: number,
+  counter: StatementCounter | undefined,
+  worker: { label: string; start: (databaseUrl: string) => Promise<Child>; settled: () => Promise<void> },
+): Promise<DrainResult> {
+  const workerUrl = new URL(options.databaseUrl)
+  if (counter !== undefined) workerUrl.port = String(counter.port)
+  const statementsBefore = counter?.statements() ?? 0
+  const commitsBefore = await commits(options.admin, options.databaseName)
+  const timed = await timeDrain(destination, events, () => worker.start(workerUrl.toString()))
+  await worker.settled()
+  await timed.child.kill('SIGTERM')
+  // Backends report their counts when they exit; give the statistics a moment to land.
+  await new Promise((resolve) => setTimeout(resolve, 1200))
+  const commitsAfter = await commits(options.admin, options.databaseName)
+  return {
+    label: worker.label,
+    events,
+    perSecond: timed.perSecond,
+    startToLastMs: timed.startToLastMs,
+    cpuMsPerEvent: timed.cpuMsPerEvent,
+    storesCpuMsPerEvent: timed.storesCpuMsPerEvent,
+    commitsPerEvent: (commitsAfter - commitsBefore) / events,
+    statementsPerEvent:
+      counter === undefined ? undefined : (counter.statements() - statementsBefore) / events,
+    repeats: timed.repeats,
   }
 }
 
