@@ -1,5 +1,5 @@
 import type postgres from 'postgres'
-import { isLedgerUnavailable } from './client.js'
+import { createBatcher } from './batcher.js'
 
 export interface NewEvent {
   source: string
@@ -125,59 +125,18 @@ const MAX_BATCH = 100
 /**
  * Gathers the claims of concurrent requests into one statement and one commit (group commit by
  * hand), so the ledger's per-request cost falls with load; each request is still answered only after
- * the statement holding its own row has committed.
+ * the statement holding its own row has committed. One value the statement could not take fails
+ * only its own delivery: the batcher claims each of a failed batch alone (src/db/batcher.ts).
  */
 export function createClaimBatcher(
   sql: postgres.Sql,
   hooks: { beforeCommit?: () => void; afterCommit?: () => void } = {},
 ): ClaimBatcher {
-  type Waiting = { event: NewEvent; resolve: (result: ClaimResult) => void; reject: (error: unknown) => void }
-  let waiting: Waiting[] = []
-
-  const flush = () => {
-    const batch = waiting
-    waiting = []
-    if (batch.length === 0) return
+  const batcher = createBatcher<NewEvent, ClaimResult>(async (events) => {
     hooks.beforeCommit?.()
-    claimEvents(
-      sql,
-      batch.map((entry) => entry.event),
-    ).then(
-      (results) => {
-        hooks.afterCommit?.()
-        for (const [index, entry] of batch.entries()) {
-          const result = results[index]
-          if (result === undefined) entry.reject(new Error('claim left a delivery without a result'))
-          else entry.resolve(result)
-        }
-      },
-      (error: unknown) => {
-        if (batch.length === 1 || isLedgerUnavailable(error)) {
-          for (const entry of batch) entry.reject(error)
-          return
-        }
-        // One value the statement could not take (data no check foresaw) fails every row in it:
-        // claim each delivery alone, so only the one at fault fails and its neighbours commit.
-        for (const entry of batch) claimAlone(entry)
-      },
-    )
-  }
-
-  const claimAlone = (entry: Waiting) => {
-    claimEvents(sql, [entry.event]).then(([result]) => {
-      hooks.afterCommit?.()
-      if (result === undefined) entry.reject(new Error('claim left a delivery without a result'))
-      else entry.resolve(result)
-    }, entry.reject)
-  }
-
-  return {
-    claim(event) {
-      return new Promise<ClaimResult>((resolve, reject) => {
-        waiting.push({ event, resolve, reject })
-        if (waiting.length === 1) setImmediate(flush)
-        else if (waiting.length >= MAX_BATCH) flush()
-      })
-    },
-  }
+    const results = await claimEvents(sql, events)
+    hooks.afterCommit?.()
+    return results
+  }, MAX_BATCH)
+  return { claim: (event) => batcher.run(event) }
 }
