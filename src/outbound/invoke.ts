@@ -16,7 +16,7 @@ import {
   startUndo,
 } from '../db/operations.js'
 import { callExecute, callUndo } from './calls.js'
-import { canonicalJson, payloadHash } from './hash.js'
+import { payloadHash } from './hash.js'
 import { MAX_KEY_LENGTH } from './keys.js'
 import {
   answerFor,
