@@ -231,7 +231,7 @@ async function recordFailure(
  * wraps a failing query in an error whose message repeats the query and its parameters (the event's
  * payload, say), while the database's own message sits in `cause`.
  */
-export function describeError(error: unknown): { name: string; message: string; code?: string } {
+function describeError(error: unknown): { name: string; message: string; code?: string } {
   let current: unknown = error
   while (current instanceof Error && isQueryWrapper(current) && current.cause instanceof Error) {
     current = current.cause

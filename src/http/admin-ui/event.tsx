@@ -1,7 +1,7 @@
 import type { FC } from 'hono/jsx'
 import type { EventDetail } from '../../db/event-queries.js'
 import type { OperationRow } from '../../db/operation-rows.js'
-import { Badge, CsrfField, LastError, Layout, type PageProps, utc } from './layout.js'
+import { Badge, CsrfField, Fact, LastError, Layout, type PageProps, utc } from './layout.js'
 import { duration } from './operation.js'
 
 export interface EventPageProps {
@@ -187,13 +187,6 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations }) => {
     </Layout>
   )
 }
-
-const Fact: FC<{ name: string; value: string; mono?: boolean }> = (props) => (
-  <tr>
-    <th>{props.name}</th>
-    <td class={props.mono === true ? 'mono' : undefined}>{props.value}</td>
-  </tr>
-)
 
 /** JSON indented for reading; any other body as its text. The stored bytes themselves are untouched. */
 function prettyBody(body: Buffer): string {

@@ -199,6 +199,14 @@ const BADGES: Record<string, string> = {
   exhausted: 'b-warn',
 }
 
+/** One labelled fact of a detail page, as a table row. */
+export const Fact: FC<{ name: string; value: string; mono?: boolean }> = (props) => (
+  <tr>
+    <th>{props.name}</th>
+    <td class={props.mono === true ? 'mono' : undefined}>{props.value}</td>
+  </tr>
+)
+
 export const Badge: FC<{ status: string }> = (props) => (
   <span class={`badge ${BADGES[props.status] ?? 'b-muted'}`}>{props.status}</span>
 )

@@ -1,6 +1,6 @@
 import type { FC } from 'hono/jsx'
 import type { OperationDetail } from '../../db/operation-queries.js'
-import { Badge, Json, LastError, Layout, type PageProps, utc } from './layout.js'
+import { Badge, Fact, Json, LastError, Layout, type PageProps, utc } from './layout.js'
 
 /** One outbound operation: its arguments and result, every attempt, the audit trail and its approvals. */
 export const OperationPage: FC<{ page: PageProps; detail: OperationDetail }> = ({ page, detail }) => {
@@ -142,13 +142,6 @@ export const OperationPage: FC<{ page: PageProps; detail: OperationDetail }> = (
     </Layout>
   )
 }
-
-const Fact: FC<{ name: string; value: string; mono?: boolean }> = (props) => (
-  <tr>
-    <th>{props.name}</th>
-    <td class={props.mono === true ? 'mono' : undefined}>{props.value}</td>
-  </tr>
-)
 
 /** How long a call or a handler run took; '—' while it has not finished. */
 export function duration(started: Date, finished: Date | null): string {
