@@ -32,6 +32,8 @@ export interface DrainResult {
   commitsPerEvent: number
   /** Counted through a proxy in a separate, smaller run (the proxy costs CPU of its own). */
   statementsPerEvent?: number | undefined
+  /** BullMQ jobs the backlog was queued as, per event. */
+  jobsPerEvent: number
   /** Deliveries beyond the first per event: an at-least-once worker may have some after a crash; here none is expected. */
   repeats: number
 }
@@ -149,12 +151,15 @@ async function hookledgerDrain(
       requests: [{ setupRequest: (request) => ({ ...request, ...signedRequest() }) }],
     })
     await api.kill('SIGTERM')
+    if (process.env.HACK_DROP_GIN) await ledger.unsafe(process.env.HACK_DROP_GIN)
+    const jobs = await waitingJobs(prefix, 'inbound-events')
     const stored = (await rowCount(ledger)) - before
     if (intake.non2xx > 0 || stored !== events) {
       throw new Error(`the backlog is not complete: ${stored} new rows, ${intake.non2xx} non-2xx answers`)
     }
     return await measureWorker(options, destination, events, counter, {
       label: 'hookledger worker',
+      jobs,
       start: (databaseUrl) =>
         startChild([...profileFlags('hookledger'), 'bin/hookledger.js', 'serve', '--role', 'worker'], {
           ...env,
@@ -207,6 +212,7 @@ async function baselineDrain(
     }
     return await measureWorker(options, destination, events, counter, {
       label: 'hand-written at-least-once BullMQ worker (bench/baseline-worker.ts)',
+      jobs: await waitingJobs(prefix, 'baseline'),
       start: (databaseUrl) =>
         startChild([...profileFlags('baseline'), '--import', 'tsx', 'bench/baseline-worker.ts'], {
           DATABASE_URL: databaseUrl,
@@ -234,7 +240,13 @@ async function measureWorker(
   destination: Destination,
   events: number,
   counter: StatementCounter | undefined,
-  worker: { label: string; start: (databaseUrl: string) => Promise<Child>; settled: () => Promise<void> },
+  worker: {
+    label: string
+    /** Jobs waiting in the queue when the worker starts. */
+    jobs: number
+    start: (databaseUrl: string) => Promise<Child>
+    settled: () => Promise<void>
+  },
 ): Promise<DrainResult> {
   const workerUrl = new URL(options.databaseUrl)
   if (counter !== undefined) workerUrl.port = String(counter.port)
@@ -254,9 +266,20 @@ async function measureWorker(
     cpuMsPerEvent: timed.cpuMsPerEvent,
     storesCpuMsPerEvent: timed.storesCpuMsPerEvent,
     commitsPerEvent: (commitsAfter - commitsBefore) / events,
+    jobsPerEvent: worker.jobs / events,
     statementsPerEvent:
       counter === undefined ? undefined : (counter.statements() - statementsBefore) / events,
     repeats: timed.repeats,
+  }
+}
+
+async function waitingJobs(prefix: string, name: string): Promise<number> {
+  const queue = new Queue(name, { connection: { url: testRedisUrl() }, prefix })
+  try {
+    const counts = await queue.getJobCounts('waiting', 'prioritized', 'delayed')
+    return Object.values(counts).reduce((sum, count) => sum + count, 0)
+  } finally {
+    await queue.close()
   }
 }
 

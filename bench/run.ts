@@ -119,10 +119,10 @@ function intakeTable(bare: Awaited<ReturnType<typeof load>>, rows: { label: stri
 
 function drainTable(results: { hookledger: DrainResult; baseline: DrainResult }) {
   const row = (r: DrainResult) =>
-    `| ${r.label} | ${r.perSecond.toFixed(0)} | ${(r.startToLastMs / 1000).toFixed(1)} | ${r.cpuMsPerEvent.toFixed(2)} | ${r.storesCpuMsPerEvent.toFixed(2)} | ${r.statementsPerEvent?.toFixed(1) ?? '–'} | ${r.commitsPerEvent.toFixed(2)} | ${r.repeats} |`
+    `| ${r.label} | ${r.perSecond.toFixed(0)} | ${(r.startToLastMs / 1000).toFixed(1)} | ${r.cpuMsPerEvent.toFixed(2)} | ${r.storesCpuMsPerEvent.toFixed(2)} | ${r.statementsPerEvent?.toFixed(1) ?? '–'} | ${r.commitsPerEvent.toFixed(2)} | ${r.jobsPerEvent.toFixed(2)} | ${r.repeats} |`
   return [
-    `| worker (${results.hookledger.events} forward events) | events/s | s from spawn to last | worker CPU ms/event | PostgreSQL + Redis CPU ms/event | SQL statements/event | commits/event | repeats |`,
-    '|---|---:|---:|---:|---:|---:|---:|---:|',
+    `| worker (${results.hookledger.events} forward events) | events/s | s from spawn to last | worker CPU ms/event | PostgreSQL + Redis CPU ms/event | SQL statements/event | commits/event | queue jobs/event | repeats |`,
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
     row(results.baseline),
     row(results.hookledger),
     '',

@@ -65,12 +65,12 @@ export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<For
         'x-hookledger-attempt': String(ctx.attempt),
       }
       delete outgoing['user-agent']
-      const sent = await sendHttp(new URL(config.url), {
+      const sent = await sendHttp(destinationUrl(config), {
         method: 'POST',
         headers: outgoing,
         body: delivery.raw,
         timeoutMs: config.timeoutMs,
-        signal: delivery.signal === undefined ? ctx.signal : AbortSignal.any([ctx.signal, delivery.signal]),
+        signals: delivery.signal === undefined ? [ctx.signal] : [ctx.signal, delivery.signal],
         guarded: false,
       })
       if (sent.kind !== 'answered') {
@@ -88,6 +88,18 @@ export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<For
       return { kind, error: `forward to ${config.url} answered ${result.status}`, details: result }
     },
   })
+}
+
+const destinationUrls = new WeakMap<ForwardConfig, URL>()
+
+/** The destination's URL, parsed once per configured forward rather than once per event. */
+function destinationUrl(config: ForwardConfig): URL {
+  let url = destinationUrls.get(config)
+  if (url === undefined) {
+    url = new URL(config.url)
+    destinationUrls.set(config, url)
+  }
+  return url
 }
 
 /**

@@ -89,7 +89,7 @@ export function httpTool(options: HttpToolOptions): Tool<HttpToolArgs, HttpToolR
         },
         body,
         timeoutMs,
-        signal: ctx.signal,
+        signals: [ctx.signal],
         guarded,
       })
       switch (sent.kind) {

@@ -3,8 +3,8 @@ import { markEnqueued } from '../db/events.js'
 import { withDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
 import type { Logger } from '../logger.js'
-import type { JobQueue } from './backend.js'
-import { type ProcessEventData, processEventJob, processEventJobId } from './jobs.js'
+import type { JobQueue, JobToAdd } from './backend.js'
+import { type ProcessEventData, processEventJob, processEventJobId, processEventsJobs } from './jobs.js'
 
 const ADD_DEADLINE_MS = 2000
 
@@ -12,7 +12,10 @@ const ADD_DEADLINE_MS = 2000
 export interface Enqueuer {
   /** Fire and forget: batches the rows of concurrent requests into one `addBulk`; never throws. */
   enqueue(eventRowId: string): void
-  /** Adds jobs now; throws when Redis does not take them (the relay tries again on its next tick). */
+  /**
+   * Adds jobs now, the rows together (see `processEventsJobs`); throws when Redis does not take them
+   * (the relay tries again on its next tick).
+   */
   add(eventRowIds: readonly string[]): Promise<void>
   /**
    * Adds jobs again for rows that must run again (a replay, a lost job): a finished job with the
@@ -34,16 +37,17 @@ export function createEnqueuer(deps: {
   let batch: string[] = []
   const inFlight = new Set<Promise<void>>()
 
-  const add = async (ids: readonly string[]) => {
+  const addJobs = async (ids: readonly string[], jobs: readonly JobToAdd<ProcessEventData>[]) => {
     if (ids.length === 0) return
     // BullMQ waits for a connection that is not there yet; a dead Redis must fail this, not park it.
     await withDeadline(
-      deps.queue.addBulk(ids.map((eventRowId) => processEventJob(eventRowId))),
+      deps.queue.addBulk(jobs),
       ADD_DEADLINE_MS,
-      `Redis did not take ${ids.length} job(s) within ${ADD_DEADLINE_MS} ms`,
+      `Redis did not take ${jobs.length} job(s) for ${ids.length} row(s) within ${ADD_DEADLINE_MS} ms`,
     )
     await markEnqueued(deps.sql, ids)
   }
+  const add = (ids: readonly string[]) => addJobs(ids, processEventsJobs(ids))
 
   const flush = () => {
     const ids = batch
@@ -76,7 +80,11 @@ export function createEnqueuer(deps: {
       if (state === 'completed' || state === 'failed') await deps.queue.remove(jobId)
       if (state === 'completed' || state === 'failed' || state === 'unknown') readd.push(id)
     }
-    await add(readd)
+    // Each row gets its own job back, so the next requeue finds it under the row's job id.
+    await addJobs(
+      readd,
+      readd.map((id) => processEventJob(id)),
+    )
     return readd.length
   }
 

@@ -24,6 +24,7 @@ import {
   HandlerError,
   type HandlerResult,
   RetryLaterError,
+  type DirectContext,
   type SourceHandler,
 } from '../handlers/types.js'
 import type { Logger } from '../logger.js'
@@ -31,15 +32,19 @@ import type { Metrics } from '../metrics.js'
 import {
   done,
   type JobProcessor,
+  type JobQueue,
   type JobResult,
   type QueueBackend,
   type QueuedJob,
   runAgainAt,
 } from './backend.js'
-import { INBOUND_QUEUE, type ProcessEventData, processEventData } from './jobs.js'
+import { INBOUND_QUEUE, type ProcessEventData, processEventData, processEventLaterJob } from './jobs.js'
+import { createSlots, type Slots } from './slots.js'
 
 export interface WorkerDependencies {
   backend: QueueBackend
+  /** The queue the worker takes from: a row of a batch job that must run later gets a job of its own. */
+  queue: JobQueue<ProcessEventData>
   db: Database
   sql: postgres.Sql
   handlers: ReadonlyMap<string, SourceHandler>
@@ -51,11 +56,14 @@ export interface WorkerDependencies {
   invoke?: EventInvoker
 }
 
-/** The statements every job makes, each shared by the jobs of one event-loop turn. */
+/** The statements every event makes, each shared by the events of one event-loop turn. */
 interface Batches {
   lease: Batcher<LeaseRequest, LeaseResult>
   done: Batcher<DoneRecord, boolean>
 }
+
+/** Waits after an infrastructure error (Postgres down while leasing, say) before a row's next try. */
+const INFRASTRUCTURE_RETRY_MS = 1000
 
 /**
  * PENDING → PROCESSING → DONE, or back to PENDING with a backoff, or FAILED once the attempts are
@@ -68,11 +76,12 @@ export function startWorker(deps: WorkerDependencies): JobProcessor {
     lease: createBatcher((requests) => leaseEvents(deps.sql, requests, settings.leaseMs)),
     done: createBatcher((records) => markDoneMany(deps.sql, records)),
   }
+  const slots = createSlots(settings.concurrency)
   // ioredis reports every reconnect attempt during an outage; one line per half minute is enough.
   let lastErrorLog = 0
   return deps.backend.process<ProcessEventData>(
     INBOUND_QUEUE,
-    async (job) => processEvent(deps, batches, job),
+    async (job) => processJob(deps, batches, slots, job),
     {
       concurrency: settings.concurrency,
       stalled: {
@@ -94,17 +103,55 @@ export function startWorker(deps: WorkerDependencies): JobProcessor {
   )
 }
 
+/**
+ * A job's rows, each in a slot of its own. A row alone is the job: running it later moves the job.
+ * Rows of a batch job that must run later (or that met an infrastructure error) get jobs of their
+ * own, so the batch job completes once each row is finished or handed on, and a slow row holds only
+ * itself.
+ */
+async function processJob(
+  deps: WorkerDependencies,
+  batches: Batches,
+  slots: Slots,
+  job: QueuedJob<ProcessEventData>,
+): Promise<JobResult> {
+  const { eventRowIds } = processEventData.parse(job.data)
+  const [only] = eventRowIds
+  if (only !== undefined && eventRowIds.length === 1) {
+    return slots.run(() => processEvent(deps, batches, only, job.id))
+  }
+  const outcomes = await Promise.allSettled(
+    eventRowIds.map((id) => slots.run(() => processEvent(deps, batches, id, job.id))),
+  )
+  const later = outcomes.flatMap((outcome, index) => {
+    const id = eventRowIds[index] as string
+    if (outcome.status === 'rejected') {
+      deps.logger.warn(
+        { err: describeError(outcome.reason), eventRowId: id, jobId: job.id },
+        'event failed to run; it gets a job of its own',
+      )
+      return [processEventLaterJob(id, INFRASTRUCTURE_RETRY_MS)]
+    }
+    const result = outcome.value
+    return result.kind === 'delayed' ? [processEventLaterJob(id, result.until - Date.now())] : []
+  })
+  // Throws when Redis does not take them: the queue runs the whole job again, and its finished rows
+  // are only looked at.
+  if (later.length > 0) await deps.queue.addBulk(later)
+  return done
+}
+
 async function processEvent(
   deps: WorkerDependencies,
   batches: Batches,
-  job: QueuedJob<ProcessEventData>,
+  eventRowId: string,
+  jobId: string,
 ): Promise<JobResult> {
-  const { eventRowId } = processEventData.parse(job.data)
   const leaseToken = randomUUID()
   const lease = await batches.lease.run({ id: eventRowId, token: leaseToken })
   switch (lease.kind) {
     case 'missing':
-      deps.logger.warn({ eventRowId, jobId: job.id }, 'job for a row that no longer exists')
+      deps.logger.warn({ eventRowId, jobId }, 'job for a row that no longer exists')
       return done
     case 'finished':
       return done
@@ -116,7 +163,12 @@ async function processEvent(
   }
 
   const row = lease.row
-  const log = deps.logger.child({ eventRowId, jobId: job.id })
+  // Made when first used: most events finish without a line to log.
+  let eventLogger: Logger | undefined
+  const log = () => {
+    eventLogger ??= deps.logger.child({ eventRowId, jobId })
+    return eventLogger
+  }
   const startedAt = new Date()
   const handler = deps.handlers.get(row.source)
   try {
@@ -153,33 +205,47 @@ async function processEvent(
     )
   } catch (error) {
     if (error instanceof LeaseLostError) {
-      log.warn('lease taken over by another worker; leaving the row to it')
+      log().warn('lease taken over by another worker; leaving the row to it')
       return done
     }
     if (error instanceof RetryLaterError) {
       // Waiting for another worker's lease is not this event's failure: no attempt is used up.
       const retryAt = Date.now() + Math.max(error.retryAfterMs, 250)
       await releaseLease(deps.sql, row.id, leaseToken, new Date(retryAt))
-      log.info({ retryAfterMs: error.retryAfterMs }, error.message)
+      log().info({ retryAfterMs: error.retryAfterMs }, error.message)
       return runAgainAt(retryAt)
     }
-    return recordFailure(deps, row, leaseToken, startedAt, error, log)
+    return recordFailure(deps, row, leaseToken, startedAt, error, log())
   }
   return done
 }
 
-/** What the handler sees of its event; `invoke` reaches the outbound ledger under the event's own key. */
-function handlerContext(deps: WorkerDependencies, row: LeasedEvent, signal: AbortSignal, logger: Logger) {
+/**
+ * What the handler sees of its event; `invoke` reaches the outbound ledger under the event's own key.
+ * The body is parsed and the logger made only when the handler reads them (a forward needs neither).
+ */
+function handlerContext(
+  deps: WorkerDependencies,
+  row: LeasedEvent,
+  signal: AbortSignal,
+  logger: () => Logger,
+): DirectContext {
+  let event: { parsed: unknown } | undefined
   return {
     source: row.source,
     eventId: row.eventId,
     eventType: row.eventType,
-    event: parseStoredBody(row.body),
+    get event() {
+      event ??= { parsed: parseStoredBody(row.body) }
+      return event.parsed
+    },
     raw: row.body,
     headers: row.headers,
     attempt: row.attempts,
     signal,
-    logger,
+    get logger() {
+      return logger()
+    },
     invoke:
       deps.invoke?.({ source: row.source, eventId: row.eventId, runId: `${row.id}/${row.attempts}` }) ??
       (() => {

@@ -194,6 +194,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const worker = runsWorker
     ? startWorker({
         backend,
+        queue,
         db: ledger.db,
         sql: ledger.sql,
         handlers,

@@ -376,7 +376,7 @@ describe('replay', () => {
     })
     // The job of the first round finished and is kept: BullMQ would ignore a plain re-add.
     const jobId = processEventJobId(id)
-    await stack.queue.add(PROCESS_EVENT, { eventRowId: id }, { jobId })
+    await stack.queue.add(PROCESS_EVENT, { eventRowIds: [id] }, { jobId })
     const connection = new Redis(testRedisUrl(), { maxRetriesPerRequest: null })
     const worker = new Worker(stack.queue.name, async () => {}, {
       connection,

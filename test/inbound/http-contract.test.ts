@@ -63,7 +63,7 @@ describe('POST /webhooks/:source — the HTTP contract', () => {
     const { id } = (await response.json()) as { id: string }
     await expect
       .poll(async () => (await stack.queue.getJob(processEventJobId(id)))?.data)
-      .toEqual({ eventRowId: id })
+      .toEqual({ eventRowIds: [id] })
     await expect
       .poll(async () => {
         const [row] = await stack.database.db.select().from(inboundEvents).where(eq(inboundEvents.id, id))

@@ -2,8 +2,10 @@ import { Writable } from 'node:stream'
 import { sql } from 'drizzle-orm'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { readEnvironment } from '../../src/config/env.js'
+import { claimEvents } from '../../src/db/claims.js'
 import type { EventHandler } from '../../src/handlers/types.js'
 import { createLogger } from '../../src/logger.js'
+import { INBOUND_QUEUE, type ProcessEventData } from '../../src/queue/jobs.js'
 import { startService } from '../../src/service/service.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { testRedisUrl } from '../support/env.js'
@@ -83,6 +85,62 @@ describe('batched processing', () => {
       select event_id, count(*)::int as n from handler_effects where event_id like 'evt_batch_code_%' group by event_id`
     expect(effects).toHaveLength(events.length)
     expect(effects.every((row) => row.n === 1)).toBe(true)
+  })
+
+  it('rows committed together travel as one job; the one that must run again gets a job of its own', async () => {
+    const events = ids('evt_batch_job_', 40)
+    const failing = events[11]
+    let failed = false
+    const handler: EventHandler = async ({ eventId, tx }) => {
+      await tx.execute(sql`insert into handler_effects (event_id) values (${eventId})`)
+      if (eventId === failing && !failed) {
+        failed = true
+        throw new Error('the first try of this one fails')
+      }
+    }
+    // Committed without a job, as after a lost enqueue: the relay's one pass hands them on together.
+    await claimEvents(
+      database.sql,
+      events.map((eventId) => ({
+        source: 'acme',
+        eventId,
+        eventType: 'test.event',
+        payloadHash: 'e'.repeat(64),
+        body: Buffer.from(JSON.stringify({ id: eventId })),
+        headers: {},
+      })),
+    )
+    running = await startTestService({
+      database,
+      config: testConfig(
+        { worker, relay: { intervalMs: 200, graceMs: 0, orphanAfterMs: 3_600_000 } },
+        { handler: undefined },
+      ),
+      handlers: { acme: handler },
+      role: 'worker',
+    })
+    await expect
+      .poll(async () => (await statuses('evt_batch_job_')).every((row) => row.status === 'done'), {
+        timeout: 15_000,
+      })
+      .toBe(true)
+    for (const row of await statuses('evt_batch_job_')) {
+      expect(row.outcomes).toEqual(row.event_id === failing ? ['error', 'done'] : ['done'])
+    }
+    const effects = await database.sql<{ n: number }[]>`
+      select count(*)::int as n from handler_effects where event_id like 'evt_batch_job_%' group by event_id`
+    expect(effects.map((row) => row.n)).toEqual(events.map(() => 1))
+
+    const queue = running.service.queue
+    if (queue.kind !== 'bullmq') throw new Error('this test needs the BullMQ queue')
+    const inbound = queue.queues.find((candidate) => candidate.name === INBOUND_QUEUE)
+    const jobs = (await inbound?.getJobs(['completed'])) ?? []
+    const [failingRow] = await database.sql<{ id: string }[]>`
+      select id from inbound_events where event_id = ${failing ?? ''}`
+    // One job for all 40 rows, and one more for the row that failed once (its retry, delayed).
+    expect(jobs.map((job) => (job.data as ProcessEventData).eventRowIds.length).sort()).toEqual([1, 40])
+    const retry = jobs.find((job) => (job.data as ProcessEventData).eventRowIds.length === 1)
+    expect(retry?.data).toEqual({ eventRowIds: [failingRow?.id] })
   })
 
   it('a forward whose destination fails one event of a batch: the others are sent once, it alone again', async () => {

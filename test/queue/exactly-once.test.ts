@@ -97,7 +97,7 @@ describe('exactly once under duplicates', () => {
     // A second job for the same row, as a stalled-job redelivery or a second relay would make.
     const connection = new Redis(testRedisUrl(), { maxRetriesPerRequest: null })
     const queue = new Queue(INBOUND_QUEUE, { connection, prefix: running.service.queuePrefix })
-    await queue.add(PROCESS_EVENT, { eventRowId: id }, { jobId: `${processEventJobId(id)}-again` })
+    await queue.add(PROCESS_EVENT, { eventRowIds: [id] }, { jobId: `${processEventJobId(id)}-again` })
     await new Promise((resolve) => setTimeout(resolve, 500))
     expect(calls).toHaveLength(1)
     release()

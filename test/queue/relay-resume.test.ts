@@ -9,6 +9,7 @@ import { createEnqueuer } from '../../src/queue/enqueuer.js'
 import { createInProcessBackend } from '../../src/queue/in-process.js'
 import {
   INBOUND_QUEUE,
+  MAX_ROWS_PER_JOB,
   type ProcessEventData,
   processEventJobId,
   processEventJobOptions,
@@ -52,7 +53,8 @@ describe('relay: resuming an in-process queue at start', () => {
       .set({ nextAttemptAt: sql`now() + interval '1 minute'`, attempts: 1 })
       .where(inArray(inboundEvents.id, backoff))
 
-    const queue = createInProcessBackend().queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions)
+    const backend = createInProcessBackend()
+    const queue = backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions)
     const logger = createLogger('silent')
     const enqueuer = createEnqueuer({ queue, sql: database.sql, logger, failpoints: noFailpoints })
     const relay = startRelay({
@@ -66,11 +68,30 @@ describe('relay: resuming an in-process queue at start', () => {
     // Stopped before its first pass: the test runs the passes itself.
     await relay.stop()
     expect(await relay.tick()).toBe(1_100)
-    expect(await queue.getJobCounts('waiting', 'delayed')).toEqual({ waiting: 1_090, delayed: 10 })
+    // The rows due now travel together, up to MAX_ROWS_PER_JOB a job; each row in backoff has its own.
+    const { waiting, delayed } = await queue.getJobCounts('waiting', 'delayed')
+    expect(delayed).toBe(10)
+    expect(waiting).toBeGreaterThanOrEqual(Math.ceil(1_090 / MAX_ROWS_PER_JOB))
+    expect(waiting).toBeLessThan(1_090 / 10)
     for (const id of backoff) expect(await queue.getJobState(processEventJobId(id))).toBe('delayed')
     for (const id of done) expect(await queue.getJobState(processEventJobId(id))).toBe('unknown')
     // Once: the next passes find nothing to resume.
     expect(await relay.tick()).toBe(0)
+
+    // Exactly the rows due now are in the waiting jobs, each once.
+    const carried: string[] = []
+    const processor = backend.process<ProcessEventData>(
+      INBOUND_QUEUE,
+      async (job) => {
+        carried.push(...job.data.eventRowIds)
+        return { kind: 'done' }
+      },
+      { concurrency: 4 },
+    )
+    const due = ids.filter((id) => !done.includes(id) && !backoff.includes(id))
+    await expect.poll(() => carried.length).toBe(due.length)
+    expect(new Set(carried)).toEqual(new Set(due))
+    await processor.close()
     await queue.close()
   })
 })

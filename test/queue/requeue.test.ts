@@ -68,7 +68,7 @@ describe('Enqueuer.requeue', () => {
     await enqueuer.add([finished])
     expect(await queue.getJobState(processEventJobId(finished))).toBe('completed')
 
-    await queue.add(PROCESS_EVENT, { eventRowId: waiting }, { jobId: processEventJobId(waiting) })
+    await queue.add(PROCESS_EVENT, { eventRowIds: [waiting] }, { jobId: processEventJobId(waiting) })
     const waitingJob = await queue.getJob(processEventJobId(waiting))
 
     expect(await enqueuer.requeue([finished, gone, waiting])).toBe(2)
