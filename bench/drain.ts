@@ -151,7 +151,6 @@ async function hookledgerDrain(
       requests: [{ setupRequest: (request) => ({ ...request, ...signedRequest() }) }],
     })
     await api.kill('SIGTERM')
-    if (process.env.HACK_DROP_GIN) await ledger.unsafe(process.env.HACK_DROP_GIN)
     const jobs = await waitingJobs(prefix, 'inbound-events')
     const stored = (await rowCount(ledger)) - before
     if (intake.non2xx > 0 || stored !== events) {
