@@ -102,6 +102,8 @@ async function timeDrain(
 export interface DrainOptions {
   run: string
   events: number
+  /** Events in flight in each worker (hookledger's worker.concurrency, the baseline's BullMQ concurrency). */
+  concurrency: number
   /** A database of its own; the bench creates and drops it. */
   databaseUrl: string
   databaseName: string
@@ -117,7 +119,7 @@ async function hookledgerDrain(
   label: string,
   countStatements: boolean,
 ): Promise<DrainResult> {
-  const prefix = `hl-bench-${options.run}-${label}`
+  const prefix = `hl-bench-${options.run}-${label}-c${options.concurrency}`
   const configPath = join(tmpdir(), `hl_bench_${options.run}_${label}.json`)
   writeFileSync(
     configPath,
@@ -129,7 +131,7 @@ async function hookledgerDrain(
           handler: { type: 'forward', url: destination.url },
         },
       ],
-      worker: { concurrency: 32 },
+      worker: { concurrency: options.concurrency },
       queue: { prefix },
     }),
   )
@@ -181,14 +183,14 @@ async function hookledgerDrain(
   }
 }
 
-/** The baseline: its own table and queue, the same destination, concurrency 32. */
+/** The baseline: its own table and queue, the same destination, the same concurrency. */
 async function baselineDrain(
   options: DrainOptions,
   destination: Destination,
   events: number,
   countStatements: boolean,
 ): Promise<DrainResult> {
-  const prefix = `hl-bench-${options.run}-baseline`
+  const prefix = `hl-bench-${options.run}-baseline-c${options.concurrency}`
   const ledger = postgres(options.databaseUrl, { max: 1, onnotice: () => {} })
   const queue = new Queue('baseline', { connection: { url: testRedisUrl() }, prefix })
   const counter = countStatements ? await startStatementCounter({ host: '127.0.0.1', port: 5432 }) : undefined
@@ -219,6 +221,7 @@ async function baselineDrain(
           BASELINE_PREFIX: prefix,
           BASELINE_QUEUE: 'baseline',
           BASELINE_DESTINATION: destination.url,
+          BASELINE_CONCURRENCY: String(options.concurrency),
         }),
       settled: async () => {},
     })

@@ -4,6 +4,7 @@
 //           reads the body; then how long the forwards lag behind the end of the load.
 //   drain:  a backlog taken by an api-only process, drained by one worker process, against the
 //           hand-written at-least-once BullMQ worker in bench/baseline-worker.ts.
+// BENCH_CONCURRENCY=32,96 runs the drain once per value (events in flight, in both workers).
 // BENCH_PREFILL=N first fills each ledger with N DONE events (generate_series, not HTTP), to show
 // the cost as the ledger grows. Every load is bounded in count and time; all traffic stays on 127.0.0.1.
 import { randomBytes } from 'node:crypto'
@@ -24,6 +25,8 @@ import { BENCH_SECRET, signedRequest } from './signing.js'
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10)
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50)
 const DRAIN_EVENTS = Number(process.env.BENCH_EVENTS ?? 3000)
+// Events in flight per drain worker, both of them; several values give one table each.
+const DRAIN_CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? '32').split(',').map(Number)
 const PREFILL = Number(process.env.BENCH_PREFILL ?? 0)
 const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'intake,drain').split(','))
 
@@ -200,21 +203,24 @@ async function main() {
     }
     if (SECTIONS.has('drain')) {
       await prepareLedger(databaseUrl('drain'), PREFILL)
-      const results = await runDrain({
-        run,
-        events: DRAIN_EVENTS,
-        databaseUrl: databaseUrl('drain'),
-        databaseName: databaseName('drain'),
-        admin,
-        destination,
-      })
-      failed ||= results.hookledger.repeats > 0
-      lines.push(
-        `### Drain: a backlog of ${DRAIN_EVENTS} forward events, one worker process, concurrency 32`,
-        '',
-        ...drainTable(results),
-        '',
-      )
+      for (const concurrency of DRAIN_CONCURRENCY) {
+        const results = await runDrain({
+          run,
+          events: DRAIN_EVENTS,
+          concurrency,
+          databaseUrl: databaseUrl('drain'),
+          databaseName: databaseName('drain'),
+          admin,
+          destination,
+        })
+        failed ||= results.hookledger.repeats > 0
+        lines.push(
+          `### Drain: a backlog of ${DRAIN_EVENTS} forward events, one worker process, concurrency ${concurrency}`,
+          '',
+          ...drainTable(results),
+          '',
+        )
+      }
     }
     process.stdout.write(`${lines.join('\n')}\n`)
     if (failed) process.exitCode = 1

@@ -34,4 +34,8 @@ select
   now() - (i * interval '2592 milliseconds') + ((20 + (i::bigint * 7919) % 400) * interval '1 millisecond'),
   now()
 from generate_series(1, 1000000) as i;
+-- The parsed bodies for the payload search, as the claim writes them (src/db/claims.ts).
+insert into inbound_event_payloads (event_row_id, body)
+select id, parsed from inbound_events, hookledger_body_json(body) as parsed where parsed is not null;
 vacuum analyze inbound_events;
+vacuum analyze inbound_event_payloads;

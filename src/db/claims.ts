@@ -33,7 +33,9 @@ export async function claimEvents(sql: postgres.Sql, events: readonly NewEvent[]
   if (events.length === 0) return []
   // Arrays, one per column, unnested in order: the first delivery of a key in the batch wins. Bodies
   // travel as hex because postgres-js sends no bytea arrays.
+  // The parsed body goes to inbound_event_payloads in the same statement, for the payload search.
   const inserted = await sql<Array<{ id: string; source: string; event_id: string }>>`
+    with inserted as (
     insert into inbound_events (source, event_id, event_type, payload_hash, body, headers, body_key)
     select source, event_id, event_type, payload_hash, decode(body, 'hex'), headers::jsonb, body_key
     from unnest(
@@ -47,7 +49,12 @@ export async function claimEvents(sql: postgres.Sql, events: readonly NewEvent[]
     ) with ordinality as input(source, event_id, event_type, payload_hash, body, headers, body_key, position)
     order by position
     on conflict do nothing
-    returning id, source, event_id`
+    returning id, source, event_id, body),
+    payloads as (
+      insert into inbound_event_payloads (event_row_id, body)
+      select inserted.id, parsed from inserted, hookledger_body_json(inserted.body) as parsed
+      where parsed is not null)
+    select id, source, event_id from inserted`
   const insertedIds = new Map(inserted.map((row) => [key(row.source, row.event_id), row.id]))
 
   // A key inserted by this statement is accepted for its first delivery in the batch only.

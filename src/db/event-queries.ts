@@ -1,6 +1,12 @@
 import { and, asc, desc, eq, gte, lt, type SQL, sql } from 'drizzle-orm'
 import type { Database } from './client.js'
-import { type EventStatus, eventAttempts, eventReplays, inboundEvents } from './schema.js'
+import {
+  type EventStatus,
+  eventAttempts,
+  eventReplays,
+  inboundEventPayloads,
+  inboundEvents,
+} from './schema.js'
 
 /** What a person filters the event list by; every field narrows, none is required. */
 export interface EventFilter {
@@ -62,19 +68,21 @@ function eventIdCondition(eventId: string, source: string | undefined): SQL {
 }
 
 /**
- * A body field equals a value, served by the GIN index on hookledger_body_json(body): containment
- * (`@>`) finds the candidates, the path read (`#>`) then keeps exact matches only (containment would
- * also accept an array holding the value, or any element for an index).
+ * A body field equals a value, served by the GIN index of inbound_event_payloads: containment (`@>`)
+ * finds the candidates, the path read (`#>`) then keeps exact matches only (containment would also
+ * accept an array holding the value, or any element for an index).
  */
 function payloadCondition(match: PayloadMatch): SQL {
   let document: unknown = match.value
   for (const key of [...match.path].reverse()) document = /^\d+$/.test(key) ? [document] : { [key]: document }
-  const body = sql`hookledger_body_json(${inboundEvents.body})`
   const path = sql.join(
     match.path.map((key) => sql`${key}::text`),
     sql`, `,
   )
-  return sql`${body} @> ${JSON.stringify(document)}::jsonb and ${body} #> array[${path}] = ${JSON.stringify(match.value)}::jsonb`
+  return sql`${inboundEvents.id} in (
+    select ${inboundEventPayloads.eventRowId} from ${inboundEventPayloads}
+    where ${inboundEventPayloads.body} @> ${JSON.stringify(document)}::jsonb
+      and ${inboundEventPayloads.body} #> array[${path}] = ${JSON.stringify(match.value)}::jsonb)`
 }
 
 export type EventSummary = Awaited<ReturnType<typeof listEvents>>['events'][number]

@@ -61,7 +61,9 @@ export function sendHttp(
     request.on('error', (error) => {
       const refused =
         error instanceof DestinationRefusedError || error.cause instanceof DestinationRefusedError
-      settle(refused ? { kind: 'not_sent', error: error.message } : { kind: 'no_answer', error: describe(error) })
+      settle(
+        refused ? { kind: 'not_sent', error: error.message } : { kind: 'no_answer', error: describe(error) },
+      )
     })
     request.on('response', (response) => {
       const chunks: Buffer[] = []
@@ -69,7 +71,11 @@ export function sendHttp(
       const answered = () =>
         settle({
           kind: 'answered',
-          answer: { status: response.statusCode ?? 0, headers: response.headers, body: Buffer.concat(chunks) },
+          answer: {
+            status: response.statusCode ?? 0,
+            headers: response.headers,
+            body: Buffer.concat(chunks),
+          },
         })
       response.on('data', (chunk: Buffer) => {
         size += chunk.length

@@ -20,11 +20,11 @@ import { LeaseLostError } from '../db/lease.js'
 import { withAbortDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
 import {
+  type DirectContext,
   type EventInvoker,
   HandlerError,
   type HandlerResult,
   RetryLaterError,
-  type DirectContext,
   type SourceHandler,
 } from '../handlers/types.js'
 import type { Logger } from '../logger.js'

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import { sql } from 'drizzle-orm'
 import type { Database } from '../../src/db/client.js'
 import { approvals, operations } from '../../src/db/outbound-schema.js'
 import { type EventStatus, inboundEvents } from '../../src/db/schema.js'
@@ -36,6 +37,11 @@ export async function seedEvent(
     })
     .returning({ id: inboundEvents.id })
   if (inserted === undefined) throw new Error('insert returned nothing')
+  // The parsed body for the payload search, as the claim writes it (src/db/claims.ts).
+  await db.execute(sql`
+    insert into inbound_event_payloads (event_row_id, body)
+    select id, parsed from inbound_events, hookledger_body_json(body) as parsed
+    where id = ${inserted.id} and parsed is not null`)
   return inserted.id
 }
 
