@@ -1,4 +1,6 @@
 import { createHash } from 'node:crypto'
+import { Agent as HttpAgent } from 'node:http'
+import { Agent as HttpsAgent } from 'node:https'
 import type { HandlerConfig } from '../config/config.js'
 import { classifyStatus, sendHttp } from '../outbound/http-send.js'
 import type { InvokeOutcome } from '../outbound/outcomes.js'
@@ -65,7 +67,9 @@ export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<For
         'x-hookledger-attempt': String(ctx.attempt),
       }
       delete outgoing['user-agent']
-      const sent = await sendHttp(destinationUrl(config), {
+      const destination = destinationOf(config)
+      const sent = await sendHttp(destination.url, {
+        agent: destination.agent,
         method: 'POST',
         headers: outgoing,
         body: delivery.raw,
@@ -90,16 +94,24 @@ export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<For
   })
 }
 
-const destinationUrls = new WeakMap<ForwardConfig, URL>()
+interface Destination {
+  url: URL
+  /** Keep-alive connections to this destination only, reused by every event forwarded to it. */
+  agent: HttpAgent | HttpsAgent
+}
 
-/** The destination's URL, parsed once per configured forward rather than once per event. */
-function destinationUrl(config: ForwardConfig): URL {
-  let url = destinationUrls.get(config)
-  if (url === undefined) {
-    url = new URL(config.url)
-    destinationUrls.set(config, url)
+const destinations = new WeakMap<ForwardConfig, Destination>()
+
+/** A configured forward's URL and connection pool, made once rather than once per event. */
+function destinationOf(config: ForwardConfig): Destination {
+  let destination = destinations.get(config)
+  if (destination === undefined) {
+    const url = new URL(config.url)
+    const Agent = url.protocol === 'https:' ? HttpsAgent : HttpAgent
+    destination = { url, agent: new Agent({ keepAlive: true, scheduling: 'lifo' }) }
+    destinations.set(config, destination)
   }
-  return url
+  return destination
 }
 
 /**

@@ -1,4 +1,4 @@
-import { request as httpRequest, type IncomingHttpHeaders } from 'node:http'
+import { type Agent, request as httpRequest, type IncomingHttpHeaders } from 'node:http'
 import { request as httpsRequest } from 'node:https'
 import { DestinationRefusedError, guardedLookup } from './ssrf.js'
 
@@ -33,6 +33,8 @@ export function sendHttp(
     timeoutMs: number
     signals: readonly AbortSignal[]
     guarded: boolean
+    /** Keep-alive connections of the caller's own; Node's global agent otherwise. */
+    agent?: Agent | undefined
   },
 ): Promise<HttpSendResult> {
   return new Promise((resolve) => {
@@ -43,6 +45,7 @@ export function sendHttp(
       method: options.method,
       headers,
       timeout: options.timeoutMs,
+      ...(options.agent === undefined ? {} : { agent: options.agent }),
       ...(options.guarded ? { lookup: guardedLookup } : {}),
     })
     const stop = (name: string) => () => request.destroy(Object.assign(new Error(name), { name }))
