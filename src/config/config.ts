@@ -6,6 +6,7 @@ import {
   type Verifier,
   verifyConfigSchema,
 } from '../inbound/verifiers/index.js'
+import { evidenceRulesSchema } from '../inbound/evidence-rules.js'
 import { outboundSettingsSchema } from '../outbound/settings.js'
 import { ConfigError } from './errors.js'
 
@@ -42,6 +43,11 @@ const sourceSchema = z.object({
    * event id (github, shopify, hmac with an unsigned id header), off elsewhere.
    */
   dedupOnBody: z.boolean().optional(),
+  /**
+   * Which of this source's events settle an outbound operation whose outcome is unknown (a provider's
+   * `payment_intent.succeeded` carrying the operation key in its metadata). See docs/closing-the-loop.md.
+   */
+  evidence: evidenceRulesSchema.optional(),
 })
 
 export const configFileSchema = z.object({

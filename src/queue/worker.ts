@@ -19,6 +19,7 @@ import {
 import { LeaseLostError } from '../db/lease.js'
 import { withAbortDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
+import type { EvidenceIntake } from '../inbound/evidence.js'
 import {
   type EventInvoker,
   HandlerError,
@@ -49,6 +50,8 @@ export interface WorkerDependencies {
   failpoints: Failpoints
   /** Backs `ctx.invoke`; without it a handler's invoke throws. */
   invoke?: EventInvoker
+  /** Keeps and applies what an event says about an outbound operation (sources with evidence rules). */
+  evidence?: EvidenceIntake | undefined
 }
 
 /** The statements every job makes, each shared by the jobs of one event-loop turn. */
@@ -120,6 +123,7 @@ async function processEvent(
   const startedAt = new Date()
   const handler = deps.handlers.get(row.source)
   try {
+    await deps.evidence?.take(row)
     if (handler === undefined) throw new HandlerError(`no handler is configured for source '${row.source}'`)
     if (handler.kind === 'direct') {
       const result = await withHandlerDeadline(deps, (signal) =>

@@ -14,6 +14,7 @@ import { settlesWithin } from '../deadline.js'
 import { createFailpoints } from '../failpoints.js'
 import { forwardDelivery } from '../handlers/forward.js'
 import type { EventHandler, SourceHandler } from '../handlers/types.js'
+import { evidenceIntake } from '../inbound/evidence.js'
 import { createApp, createHealthApp } from '../http/app.js'
 import type { ReadinessCheck } from '../http/routes/health.js'
 import { createLogger, type Logger } from '../logger.js'
@@ -202,6 +203,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         metrics,
         failpoints,
         invoke: eventInvoker(outbound),
+        evidence: evidenceIntake({ config, db: ledger.db, sql: ledger.sql, logger }),
       })
     : undefined
   const reconciler = runsWorker
@@ -312,9 +314,13 @@ function resolveHandlers(
       handlers.set(id, { kind: 'transactional', run: fromCode })
     } else if (fromConfig !== undefined) {
       handlers.set(id, { kind: 'direct', run: forwardDelivery(fromConfig) })
+    } else if (source.config.evidence !== undefined) {
+      // A source that only settles operations (a payment provider's events): the worker's evidence
+      // step is all its events need, so they are DONE once it ran.
+      handlers.set(id, { kind: 'direct', run: async () => ({}) })
     } else {
       problems.push(
-        `source '${id}': handler: none configured (add "handler" to the source, or register one in code)`,
+        `source '${id}': handler: none configured (add "handler" or "evidence" to the source, or register a handler in code)`,
       )
     }
   }
