@@ -1,12 +1,12 @@
 import { readFile } from 'node:fs/promises'
 import { z } from 'zod'
+import { evidenceRulesSchema } from '../inbound/evidence-rules.js'
 import {
   createVerifier,
   eventIdIsSigned,
   type Verifier,
   verifyConfigSchema,
 } from '../inbound/verifiers/index.js'
-import { evidenceRulesSchema } from '../inbound/evidence-rules.js'
 import { outboundSettingsSchema } from '../outbound/settings.js'
 import { ConfigError } from './errors.js'
 

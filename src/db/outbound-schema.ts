@@ -209,8 +209,6 @@ export const operationEvidence = pgTable(
   (t) => [
     uniqueIndex('operation_evidence_source_event_uq').on(t.source, t.eventId),
     // What the state machine asks when an outcome becomes unknown: pending evidence for this key.
-    index('operation_evidence_pending_key_idx')
-      .on(t.operationKey, t.id)
-      .where(sql`${t.status} = 'pending'`),
+    index('operation_evidence_pending_key_idx').on(t.operationKey, t.id).where(sql`${t.status} = 'pending'`),
   ],
 )

@@ -89,7 +89,12 @@ export function readEvidence(
   const failure = rule.failure === undefined ? null : failureMarker(rule.failure, event.body)
   return {
     kind: 'evidence',
-    evidence: { operationKey: key, outcome: failure === null ? 'succeeded' : 'failed', downstreamId, failure },
+    evidence: {
+      operationKey: key,
+      outcome: failure === null ? 'succeeded' : 'failed',
+      downstreamId,
+      failure,
+    },
   }
 }
 

@@ -19,7 +19,6 @@ import {
 import { LeaseLostError } from '../db/lease.js'
 import { withAbortDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
-import type { EvidenceIntake } from '../inbound/evidence.js'
 import {
   type EventInvoker,
   HandlerError,
@@ -27,6 +26,7 @@ import {
   RetryLaterError,
   type SourceHandler,
 } from '../handlers/types.js'
+import type { EvidenceIntake } from '../inbound/evidence.js'
 import type { Logger } from '../logger.js'
 import type { Metrics } from '../metrics.js'
 import {
