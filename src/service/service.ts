@@ -6,6 +6,7 @@ import { type Config, ConfigError, loadConfig } from '../config/config.js'
 import { type Environment, EnvironmentError } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
 import { ledgerPoolSize, openLedger } from '../db/client.js'
+import { checkDedupKeys } from '../db/dedup-keys.js'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
 import { addLedgerGauges } from '../db/gauges.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
@@ -108,6 +109,13 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   await migrateLedger(databaseUrl, logger)
   const ledger = openLedger(databaseUrl, { max: poolSize })
   const deploymentId = await readDeploymentId(ledger.db)
+  try {
+    await checkDedupKeys(ledger.sql, config, logger)
+  } catch (error) {
+    await ledger.close()
+    await embedded?.stop()
+    throw error
+  }
   const queuePrefix = config.file.queue.prefix ?? deploymentQueuePrefix(deploymentId)
   if (env.REDIS_URL !== undefined && config.file.queue.prefix !== undefined) {
     try {

@@ -157,7 +157,11 @@ describe('an inbound event settles an outbound operation whose outcome is unknow
       // The provider's webhook goes out and is fully processed before the API's answer is lost.
       const sent = await payments.sendEvent(made, 'charge.succeeded')
       expect(sent.status).toBe(200)
-      await until('the event to be processed', () => eventStatus(sent.eventId), (s) => s === 'done')
+      await until(
+        'the event to be processed',
+        () => eventStatus(sent.eventId),
+        (s) => s === 'done',
+      )
       const [kept] = await evidenceFor(hookledger.database.sql, key)
       evidenceWhileCalling = kept?.status
     })
@@ -166,7 +170,11 @@ describe('an inbound event settles an outbound operation whose outcome is unknow
     const [made] = chargesFor(key)
     expect(first).toMatchObject({ kind: 'completed', replayed: false, downstreamId: made?.id })
     expect(await audit(key)).toContainEqual(
-      expect.objectContaining({ event: 'reconciled_by_event', from_status: 'in_progress', to_status: 'completed' }),
+      expect.objectContaining({
+        event: 'reconciled_by_event',
+        from_status: 'in_progress',
+        to_status: 'completed',
+      }),
     )
     expect(await pendingApprovals(key)).toBe(0)
     expect((await evidenceFor(hookledger.database.sql, key)).map((e) => e.status)).toEqual(['applied'])
@@ -208,15 +216,27 @@ describe('an inbound event settles an outbound operation whose outcome is unknow
         body: JSON.stringify(body),
       })
     // An agent claims, the charge lands, and the agent dies without reporting.
-    const claimed = await api('/claim', { key, tool: 'agent-charge', effect: 'irreversible', args: { amount: 3 } })
+    const claimed = await api('/claim', {
+      key,
+      tool: 'agent-charge',
+      effect: 'irreversible',
+      args: { amount: 3 },
+    })
     expect(((await claimed.json()) as { decision: string }).decision).toBe('execute')
     const made = { id: 'ch_agent_1', amount: 3, metadata: { hookledger_key: key }, declined: false }
     const sent = await payments.sendEvent(made, 'charge.succeeded')
     expect(sent.status).toBe(200)
-    await until('the event to be processed', () => eventStatus(sent.eventId), (s) => s === 'done')
+    await until(
+      'the event to be processed',
+      () => eventStatus(sent.eventId),
+      (s) => s === 'done',
+    )
     expect((await evidenceFor(hookledger.database.sql, key)).map((e) => e.status)).toEqual(['pending'])
     const settled = await ledger().waitFor(key, { timeoutMs: 15_000, from: 'in_progress' })
-    expect(settled).toMatchObject({ kind: 'changed', op: { status: 'completed', downstreamId: 'ch_agent_1' } })
+    expect(settled).toMatchObject({
+      kind: 'changed',
+      op: { status: 'completed', downstreamId: 'ch_agent_1' },
+    })
     const [attempt] = await hookledger.database.sql<Array<{ status: string }>>`
       select a.status::text from operation_attempts a join operations o on o.id = a.operation_id
       where o.operation_key = ${key}`
@@ -244,7 +264,11 @@ describe('an inbound event settles an outbound operation whose outcome is unknow
     const made = { id: 'ch_dashboard', amount: 1, metadata: {}, declined: false }
     const sent = await payments.sendEvent(made, 'charge.succeeded')
     expect(sent.status).toBe(200)
-    await until('the event to be processed', () => eventStatus(sent.eventId), (s) => s === 'done')
+    await until(
+      'the event to be processed',
+      () => eventStatus(sent.eventId),
+      (s) => s === 'done',
+    )
     const [row] = await hookledger.database.sql<Array<{ n: number }>>`
       select count(*)::int as n from operation_evidence where event_id = ${sent.eventId}`
     expect(row?.n).toBe(0)

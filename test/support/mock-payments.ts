@@ -20,11 +20,17 @@ export interface MockPayments {
   /** The next charge is declined (recorded, not charged) and its answer lost. */
   declineNext(): void
   /** Posts the provider's signed event about `charge` to `webhookUrl`; resolves with the HTTP status. */
-  sendEvent(charge: MockPayments['charges'][number], type: string): Promise<{ status: number; eventId: string }>
+  sendEvent(
+    charge: MockPayments['charges'][number],
+    type: string,
+  ): Promise<{ status: number; eventId: string }>
   close(): Promise<void>
 }
 
-export async function startMockPayments(options: { webhookUrl: string; secret: string }): Promise<MockPayments> {
+export async function startMockPayments(options: {
+  webhookUrl: string
+  secret: string
+}): Promise<MockPayments> {
   let counter = 0
   let lose: { before: ((charge: MockPayments['charges'][number]) => Promise<void>) | undefined } | undefined
   let decline = false
