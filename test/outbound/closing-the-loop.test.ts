@@ -2,8 +2,13 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildConfig } from '../../src/config/config.js'
 import { evidenceFor } from '../../src/db/evidence.js'
+import { createLogger } from '../../src/logger.js'
+import { settleFromEvidence } from '../../src/outbound/evidence.js'
 import { httpTool } from '../../src/outbound/http-tool.js'
+import { createOutboundLedger } from '../../src/outbound/ledger.js'
+import { defineTool } from '../../src/outbound/tools.js'
 import { MAX_WAIT_MS } from '../../src/outbound/wait.js'
+import { createTestDatabase } from '../support/database.js'
 import { type MockPayments, startMockPayments } from '../support/mock-payments.js'
 import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from '../support/service.js'
 
@@ -243,6 +248,39 @@ describe('an inbound event settles an outbound operation whose outcome is unknow
     expect(attempt?.status).toBe('succeeded')
   })
 
+  it("an agent's unknown report is answered completed when the event came first", async () => {
+    const key = 'order:1006:charge'
+    const api = async (path: string, body: unknown) => {
+      const response = await fetch(`${hookledger.url}/v1/operations${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${AGENT_TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      })
+      return (await response.json()) as Record<string, unknown>
+    }
+    const claimed = await api('/claim', {
+      key,
+      tool: 'agent-charge',
+      effect: 'irreversible',
+      args: { amount: 4 },
+    })
+    expect(claimed.decision).toBe('execute')
+    const made = { id: 'ch_agent_2', amount: 4, metadata: { hookledger_key: key }, declined: false }
+    const sent = await payments.sendEvent(made, 'charge.succeeded')
+    await until(
+      'the event to be processed',
+      () => eventStatus(sent.eventId),
+      (s) => s === 'done',
+    )
+    const reported = await api(`/${encodeURIComponent(key)}/outcome`, {
+      leaseToken: claimed.leaseToken,
+      attempt: claimed.attempt,
+      outcome: 'unknown',
+      error: 'socket hang up',
+    })
+    expect(reported).toMatchObject({ decision: 'completed', downstreamId: 'ch_agent_2', replayed: false })
+  })
+
   it('an event for an operation that settled otherwise is closed as superseded and changes nothing', async () => {
     const key = 'order:1005:charge'
     const first = await invokeCharge(key, 100)
@@ -301,5 +339,44 @@ describe('waiting for an operation', () => {
     }
     expect((await get('no-such-key?wait=1s')).status).toBe(404)
     await expect(ledger().waitFor('x', { timeoutMs: MAX_WAIT_MS + 1 })).rejects.toThrow(RangeError)
+  })
+})
+
+describe('exactly once', () => {
+  it('applies one piece of evidence once, however many appliers race for it', async () => {
+    // A ledger of its own, with no reconciler or sweep: only the appliers below race.
+    const database = await createTestDatabase()
+    try {
+      const own = createOutboundLedger({ db: database.db, logger: createLogger('silent') })
+      const lost = defineTool<{ amount: number }, never>({
+        name: 'charge-lost',
+        effect: 'irreversible',
+        execute: async () => {
+          throw new Error('socket hang up')
+        },
+      })
+      const key = 'order:3001:charge'
+      for (let round = 0; round < 5; round += 1) {
+        const roundKey = `${key}:${round}`
+        expect((await own.invoke(lost, { key: roundKey, args: { amount: 1 } })).kind).toBe(
+          'needs_reconciliation',
+        )
+        await database.sql`
+          insert into operation_evidence
+            (source, event_id, event_type, event_row_id, operation_key, outcome, downstream_id)
+          values ('stripe', ${`evt_race_${round}`}, 'charge.succeeded', gen_random_uuid(), ${roundKey},
+            'succeeded', 'ch_race')`
+        const applied = await Promise.all(
+          Array.from({ length: 8 }, () => settleFromEvidence(database.db, { key: roundKey })),
+        )
+        expect(applied.filter((op) => op !== undefined)).toHaveLength(1)
+        const [audited] = await database.sql<Array<{ n: number }>>`
+          select count(*)::int as n from operation_audit
+          where operation_key = ${roundKey} and event = 'reconciled_by_event'`
+        expect(audited?.n).toBe(1)
+      }
+    } finally {
+      await database.drop()
+    }
   })
 })
