@@ -1,3 +1,5 @@
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildConfig } from '../../src/config/config.js'
@@ -376,6 +378,49 @@ describe('exactly once', () => {
         expect(audited?.n).toBe(1)
       }
     } finally {
+      await database.drop()
+    }
+  })
+})
+
+describe('httpTool puts the operation key where the provider echoes it', () => {
+  it('in a header, in the body at a pointer (objects made on the way), and refuses a body with no object there', async () => {
+    const seen: Array<{ headers: Record<string, unknown>; body: unknown }> = []
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = []
+      req.on('data', (chunk: Buffer) => chunks.push(chunk))
+      req.on('end', () => {
+        seen.push({
+          headers: req.headers,
+          body: JSON.parse(Buffer.concat(chunks).toString('utf8') || 'null'),
+        })
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}')
+      })
+    })
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const database = await createTestDatabase()
+    try {
+      const { port } = server.address() as AddressInfo
+      const own = createOutboundLedger({ db: database.db, logger: createLogger('silent') })
+      const tool = httpTool({
+        name: 'echoed',
+        method: 'POST',
+        effect: 'idempotent',
+        url: `http://127.0.0.1:${port}/orders`,
+        operationKeyAt: { body: '/metadata/hookledger_key', header: 'X-Reference' },
+      })
+      const done = await own.invoke(tool, { key: 'order:4001:create', args: { body: { amount: 5 } } })
+      expect(done.kind).toBe('completed')
+      expect(seen[0]?.headers['x-reference']).toBe('order:4001:create')
+      expect(seen[0]?.body).toEqual({ amount: 5, metadata: { hookledger_key: 'order:4001:create' } })
+      const refused = await own.invoke(tool, { key: 'order:4002:create', args: { body: [1, 2] } })
+      expect(refused).toMatchObject({ kind: 'failed', reason: 'rejected' })
+      expect(seen).toHaveLength(1)
+      expect(() =>
+        httpTool({ method: 'POST', effect: 'idempotent', operationKeyAt: { body: 'metadata.key' } }),
+      ).toThrow(TypeError)
+    } finally {
+      server.close()
       await database.drop()
     }
   })
