@@ -1,5 +1,7 @@
 import { z } from 'zod'
 import { storableText, unstorableText } from '../db/text.js'
+// A longer key could never name an operation: operation keys are at most this long.
+import { MAX_KEY_LENGTH } from '../outbound/keys.js'
 import { resolvePointer } from './verifiers/body.js'
 
 const pointer = z
@@ -64,8 +66,6 @@ export type EvidenceReading =
   | { kind: 'not_evidence' }
   /** A rule names the type but the event has no usable key (a charge not made through this ledger). */
   | { kind: 'no_key'; message: string }
-
-const MAX_KEY_LENGTH = 512
 
 /** Reads an event against a source's rules. The body is the verified, stored one. */
 export function readEvidence(
