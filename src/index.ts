@@ -23,6 +23,8 @@ export {
   createOutboundLedger,
   type InvokeRequest,
   type OutboundLedger,
+  type WaitOptions,
+  type WaitResult,
 } from './outbound/ledger.js'
 export type { InvokeOutcome } from './outbound/outcomes.js'
 export { type SagaStep, saga } from './outbound/saga.js'
@@ -36,4 +38,5 @@ export {
   type ToolContext,
   type UndoResult,
 } from './outbound/tools.js'
+export { MAX_WAIT_MS } from './outbound/wait.js'
 export { type Role, type Service, type ServiceOptions, startService } from './service/service.js'

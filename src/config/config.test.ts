@@ -36,3 +36,53 @@ describe('buildConfig with onlySource', () => {
     expect(() => buildConfig(badScheme, lookup, { onlySource: 'example' })).toThrow(/source 'shop': verify/)
   })
 })
+
+describe('evidence rules and dedup keys in the config', () => {
+  const withSource = (extra: Record<string, unknown>) => ({
+    sources: [{ id: 'stripe', verify: { scheme: 'stripe', secrets: ['whsec_x'] }, ...extra }],
+  })
+
+  it('accepts a rule with its pointers, and a dedup key of pointers and headers', () => {
+    const config = buildConfig(
+      withSource({
+        evidence: [
+          {
+            eventTypes: ['payment_intent.succeeded', 'payment_intent.payment_failed'],
+            operationKey: '/data/object/metadata/hookledger_key',
+            downstreamId: '/data/object/latest_charge',
+            failure: { pointer: '/type', values: ['payment_intent.payment_failed'] },
+          },
+        ],
+        dedupKey: { parts: [{ pointer: '/id' }, { header: 'stripe-account' }], scope: 'event_type' },
+      }),
+      () => undefined,
+    )
+    expect(config.sources.get('stripe')?.config.dedupKey?.version).toBe(1)
+  })
+
+  it('refuses an event type named by two rules, a key that is not a pointer, and unknown fields', () => {
+    const rule = { eventTypes: ['charge.succeeded'], operationKey: '/data/object/metadata/k' }
+    expect(() => buildConfig(withSource({ evidence: [rule, rule] }), () => undefined)).toThrow(
+      /source 'stripe': evidence\[1\]\.eventTypes: event type 'charge\.succeeded' is named by two evidence rules/,
+    )
+    expect(() =>
+      buildConfig(withSource({ evidence: [{ ...rule, operationKey: 'metadata.k' }] }), () => undefined),
+    ).toThrow(/evidence\[0\]\.operationKey: must be a JSON pointer/)
+    expect(() => buildConfig(withSource({ evidence: [{ ...rule, failure: 'x' }] }), () => undefined)).toThrow(
+      ConfigError,
+    )
+  })
+
+  it('refuses an empty list of parts, a header in capitals and a version below 1', () => {
+    for (const dedupKey of [
+      { parts: [] },
+      { parts: [{ header: 'X-Id' }] },
+      { version: 0 },
+      { parts: [{}] },
+    ]) {
+      expect(() => buildConfig(withSource({ dedupKey }), () => undefined), JSON.stringify(dedupKey)).toThrow(
+        /source 'stripe': dedupKey/,
+      )
+    }
+  })
+})

@@ -1,5 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import { z } from 'zod'
+import { dedupKeySchema } from '../inbound/dedup-key.js'
+import { evidenceRulesSchema } from '../inbound/evidence-rules.js'
 import {
   createVerifier,
   eventIdIsSigned,
@@ -42,6 +44,16 @@ const sourceSchema = z.object({
    * event id (github, shopify, hmac with an unsigned id header), off elsewhere.
    */
   dedupOnBody: z.boolean().optional(),
+  /**
+   * What identifies an event when the provider's event id alone does not: JSON pointers and headers,
+   * optionally scoped by event type, under a version the ledger records (docs/providers.md).
+   */
+  dedupKey: dedupKeySchema.optional(),
+  /**
+   * Which of this source's events settle an outbound operation whose outcome is unknown (a provider's
+   * `payment_intent.succeeded` carrying the operation key in its metadata). See docs/closing-the-loop.md.
+   */
+  evidence: evidenceRulesSchema.optional(),
 })
 
 export const configFileSchema = z.object({

@@ -30,6 +30,11 @@ export async function findOperation(db: Database, key: string): Promise<Operatio
   return row === undefined ? undefined : toOperation(row)
 }
 
+export async function findOperationById(db: Database, id: string): Promise<OperationRow | undefined> {
+  const [row] = await db.$client`select * from operations where id = ${id}`
+  return row === undefined ? undefined : toOperation(row)
+}
+
 export async function findPendingApprovalId(db: Database, operationId: string): Promise<string | null> {
   const [row] = await db.$client`
     select id from approvals where operation_id = ${operationId} and status = 'pending'`

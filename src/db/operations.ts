@@ -311,6 +311,99 @@ export const recordReconciledFound = (
     details: { evidence: found.evidence ?? null },
   })
 
+export type EvidenceSettlement =
+  /** The event settled the operation: completed, or failed for a failure event. */
+  | { kind: 'applied'; op: OperationRow; event: string }
+  /** The operation had settled otherwise first; that evidence is closed and the next may apply. */
+  | { kind: 'superseded' }
+  /** No pending evidence for the key, or the operation's outcome is not unknown (yet). */
+  | { kind: 'none' }
+
+/**
+ * An inbound event settles an operation whose outcome is unknown: completed with the event as its
+ * evidence (or failed, for a failure event), the attempt in question closed, a pending approval
+ * decided by the event, the evidence marked applied and the audit row written, in one statement.
+ * Unknown means: needs_reconciliation or awaiting_approval (nothing runs them), or, with no live
+ * lease, retry_approved, exhausted, or in_progress with its newest attempt unknown or in flight (a
+ * crashed caller). `leaseToken`: the caller holds the lease and has just recorded the unknown outcome.
+ * Evidence for an operation that is still being called stays pending until one of those holds.
+ */
+export async function settleByEvidence(
+  db: Database,
+  target: { key: string; leaseToken?: string | undefined },
+): Promise<EvidenceSettlement> {
+  const client = db.$client
+  const unknown =
+    target.leaseToken !== undefined
+      ? client`o.lease_token = ${target.leaseToken}`
+      : client`o.status in ('needs_reconciliation', 'awaiting_approval')
+          or ((o.lease_until is null or o.lease_until < now()) and (
+            o.status in ('retry_approved', 'exhausted')
+            or (o.status = 'in_progress' and exists (
+              select 1 from operation_attempts a where a.operation_id = o.id and a.attempt = o.attempts
+                and a.status in ('in_flight', 'unknown')))))`
+  const [row] = await client`
+    with ev as (
+      -- Two appliers of one key (a worker, an invoke, the sweep) never wait on each other's evidence.
+      select *, 'event:' || source || '/' || event_id as actor,
+        jsonb_build_object('settledBy', 'event', 'source', source, 'eventId', event_id, 'eventType', event_type,
+          'outcome', outcome, 'downstreamId', downstream_id, 'failure', failure) as body
+      from operation_evidence where operation_key = ${target.key} and status = 'pending'
+      order by id limit 1 for update skip locked
+    ), target as (
+      select o.id, o.status::text as from_status from operations o, ev
+      where o.operation_key = ev.operation_key and (${unknown})
+      for update of o
+    ), op as (
+      update operations o set
+        status = (case when ev.outcome = 'succeeded' then 'completed' else 'failed' end)::operation_status,
+        result_json = case when ev.outcome = 'succeeded' then ev.body else o.result_json end,
+        downstream_id = coalesce(ev.downstream_id, o.downstream_id),
+        evidence = ev.body,
+        last_error = case when ev.outcome = 'succeeded' then null
+          else 'reconciled by event ' || ev.source || '/' || ev.event_id || ': ' || coalesce(ev.failure, 'failed') end,
+        lease_token = null, lease_until = null, reconcile_at = null,
+        completed_at = case when ev.outcome = 'succeeded' then now() else o.completed_at end,
+        updated_at = now()
+      from target, ev
+      where o.id = target.id
+      returning o.*, target.from_status
+    ), attempt_change as (
+      update operation_attempts a set
+        status = (case when op.status = 'completed' then 'succeeded' else 'rejected' end)::attempt_status,
+        error = case when op.status = 'completed' then a.error else op.last_error end, finished_at = now()
+      from op where a.operation_id = op.id and a.attempt = op.attempts and a.status in ('in_flight', 'unknown')
+    ), approval as (
+      update approvals ap set status = 'decided',
+        decision = case when op.status = 'completed' then 'record_success' else 'abandon' end,
+        decided_by = ev.actor, decided_at = now(), decision_evidence = ev.body,
+        note = 'reconciled by event ' || ev.source || '/' || ev.event_id
+      from op, ev where ap.operation_id = op.id and ap.status = 'pending'
+      returning ap.id
+    ), closed as (
+      update operation_evidence e set settled_at = now(),
+        status = (case when exists (select 1 from op) then 'applied' else 'superseded' end)::evidence_status,
+        operation_id = coalesce((select id from op), s.id)
+      from ev left join operations s on s.operation_key = ev.operation_key
+      where e.id = ev.id and (exists (select 1 from op)
+        or s.status in ('completed', 'failed', 'compensated', 'abandoned'))
+      returning e.status::text as status
+    ), audit as (
+      insert into operation_audit (operation_id, operation_key, event, from_status, to_status, actor, details)
+      select op.id, op.operation_key, 'reconciled_by_event', op.from_status, op.status::text, ev.actor,
+        ev.body || jsonb_build_object('note', 'reconciled by event ' || ev.source || '/' || ev.event_id,
+          'approvalId', (select id from approval))
+      from op, ev
+    )
+    select op.*, ev.actor as evidence_actor, (select status from closed) as evidence_status
+    from ev left join op on true`
+  if (row === undefined) return { kind: 'none' }
+  if (row.evidence_status === 'applied') {
+    return { kind: 'applied', op: toOperation(row), event: String(row.evidence_actor).slice('event:'.length) }
+  }
+  return row.evidence_status === 'superseded' ? { kind: 'superseded' } : { kind: 'none' }
+}
+
 /** A saga abort starts the undo of a completed operation (leased by `leaseCompleted`). */
 export const startCompensation = (db: Database, held: Held, attempt: number | undefined) =>
   change(db.$client, held, {

@@ -169,3 +169,46 @@ export const operationAudit = pgTable(
   },
   (t) => [index('operation_audit_operation_idx').on(t.operationId, t.id)],
 )
+
+export const evidenceOutcome = pgEnum('evidence_outcome', ['succeeded', 'failed'])
+export type EvidenceOutcome = (typeof evidenceOutcome.enumValues)[number]
+
+/**
+ * - pending: kept until the operation's outcome is unknown (the webhook beat the response).
+ * - applied: it settled the operation (completed, or failed for a failure event).
+ * - superseded: the operation settled otherwise first (its response arrived, a human decided).
+ */
+export const evidenceStatus = pgEnum('evidence_status', ['pending', 'applied', 'superseded'])
+
+/**
+ * What an inbound event says about an outbound operation (a provider's `payment_intent.succeeded`
+ * carrying the operation key it was created with). One row per event, however many times a worker
+ * sees it: the unique (source, event_id) index makes recording it idempotent, and applying it is one
+ * conditional statement that also marks it applied, so it settles an operation at most once.
+ */
+export const operationEvidence = pgTable(
+  'operation_evidence',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    source: text('source').notNull(),
+    eventId: text('event_id').notNull(),
+    eventType: text('event_type'),
+    /** The inbound_events row it was read from (no foreign key: retention may delete the event first). */
+    eventRowId: uuid('event_row_id').notNull(),
+    /** No foreign key either: the event may name an operation this ledger has not (yet) seen. */
+    operationKey: text('operation_key').notNull(),
+    outcome: evidenceOutcome('outcome').notNull(),
+    downstreamId: text('downstream_id'),
+    /** For a failure event: the marker that said so (a decline code, a status). */
+    failure: text('failure'),
+    status: evidenceStatus('status').notNull().default('pending'),
+    operationId: uuid('operation_id'),
+    receivedAt: timestamptz('received_at').notNull().defaultNow(),
+    settledAt: timestamptz('settled_at'),
+  },
+  (t) => [
+    uniqueIndex('operation_evidence_source_event_uq').on(t.source, t.eventId),
+    // What the state machine asks when an outcome becomes unknown: pending evidence for this key.
+    index('operation_evidence_pending_key_idx').on(t.operationKey, t.id).where(sql`${t.status} = 'pending'`),
+  ],
+)

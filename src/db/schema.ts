@@ -165,3 +165,15 @@ export const adminSessions = pgTable(
   },
   (t) => [index('admin_sessions_expires_idx').on(t.expiresAt)],
 )
+
+/**
+ * The dedup key definition each source's event ids were made under (src/inbound/dedup-key.ts). A
+ * changed definition under the same version would silently merge or split events, so start-up
+ * compares the config with this row and refuses that; a higher version is recorded here instead.
+ */
+export const sourceDedupKeys = pgTable('source_dedup_keys', {
+  source: text('source').primaryKey(),
+  version: integer('version').notNull(),
+  definition: jsonb('definition').$type<unknown>().notNull(),
+  recordedAt: timestamptz('recorded_at').notNull().defaultNow(),
+})

@@ -3,6 +3,7 @@ import type { Source } from '../config/config.js'
 import type { ClaimBatcher } from '../db/claims.js'
 import { isLedgerUnavailable } from '../db/client.js'
 import { storableText } from '../db/text.js'
+import { buildDedupKey } from './dedup-key.js'
 import type { RejectionCode } from './verifiers/index.js'
 
 export type ReceiveOutcome =
@@ -32,13 +33,23 @@ export async function receiveDelivery(
 ): Promise<ReceiveOutcome> {
   const verification = source.verifier.verify({ raw, headers, now: (deps.now ?? Date.now)() })
   if (verification.kind !== 'verified') return verification
+  const eventId =
+    source.config.dedupKey === undefined
+      ? verification.eventId
+      : buildDedupKey(source.config.dedupKey, {
+          providerEventId: verification.eventId,
+          eventType: verification.eventType,
+          event: verification.event,
+          headers,
+        })
+  if (typeof eventId !== 'string') return eventId
   const payloadHash = createHash('sha256').update(raw).digest('hex')
   // The raw bytes are stored as they came (bytea); the text derived from them is made storable here,
   // so a NUL in a signed `type` can fail neither this delivery nor its batch neighbours. The event id
   // needs nothing: verifiers accept only visible ASCII.
   const event = {
     source: source.config.id,
-    eventId: verification.eventId,
+    eventId,
     eventType: verification.eventType === null ? null : storableText(verification.eventType),
     payloadHash,
     body: raw,

@@ -16,6 +16,7 @@ import {
   startAttempt,
   startUndo,
 } from '../db/operations.js'
+import { settleHeldFromEvidence } from './evidence.js'
 import { payloadHash } from './hash.js'
 import { machineOf, type OutboundLedger } from './ledger.js'
 import { answerFor, type Machine, nextStep, policyOf, settleStep, toReconciliation } from './machine.js'
@@ -188,6 +189,8 @@ async function recordAgentOutcome(
     }
     case 'unknown': {
       await recordUnknown(db, held, attempt, outcome.error)
+      const settled = await settleHeldFromEvidence(db, held)
+      if (settled !== undefined) return settled
       // The tool's own bounded backoff, as `invoke` waits it between two attempts in process.
       const delay = backoffDelay(policyOf(machine, held.op.tool), held.op.roundAttempts)
       return handBack(machine, held, delay)

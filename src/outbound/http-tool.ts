@@ -37,6 +37,12 @@ export interface HttpToolOptions {
   retry?: Partial<RetryPolicy>
   undo?: (args: HttpToolArgs, ctx: ToolContext & { undoRef: unknown }) => Promise<UndoResult>
   reconcile?: Tool<HttpToolArgs, HttpToolResult>['reconcile']
+  /**
+   * Where to put the operation key so the provider echoes it back in its webhooks, which evidence
+   * rules then read: `body`, a JSON pointer into the JSON body (`/metadata/hookledger_key`: Stripe
+   * copies metadata onto the payment intent and its events); `header`, a request header.
+   */
+  operationKeyAt?: { body?: string; header?: string }
 }
 
 const EXCERPT = 64 * 1024
@@ -49,6 +55,11 @@ const EXCERPT = 64 * 1024
  */
 export function httpTool(options: HttpToolOptions): Tool<HttpToolArgs, HttpToolResult> {
   const timeoutMs = options.timeoutMs ?? 10_000
+  const keyPointer = options.operationKeyAt?.body
+  if (keyPointer !== undefined && !/^\/./.test(keyPointer)) {
+    throw new TypeError(`operationKeyAt.body must be a JSON pointer such as /metadata/hookledger_key`)
+  }
+  const keyHeader = options.operationKeyAt?.header
   return defineTool<HttpToolArgs, HttpToolResult>({
     name: options.name ?? `http:${options.method}:${options.url ?? 'dynamic'}`,
     effect: options.effect,
@@ -78,13 +89,22 @@ export function httpTool(options: HttpToolOptions): Tool<HttpToolArgs, HttpToolR
           throw error
         }
       }
-      const body = args.body === undefined ? undefined : Buffer.from(JSON.stringify(args.body))
+      const content =
+        keyPointer === undefined ? args.body : withKeyAt(args.body, keyPointer, ctx.operationKey)
+      if (content === CANNOT_PLACE) {
+        return {
+          kind: 'rejection',
+          error: `the body has no object at ${keyPointer} to hold the operation key`,
+        }
+      }
+      const body = content === undefined ? undefined : Buffer.from(JSON.stringify(content))
       const sent = await sendHttp(url, {
         method: options.method,
         headers: {
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
           ...options.headers,
           ...args.headers,
+          ...(keyHeader === undefined ? {} : { [keyHeader.toLowerCase()]: ctx.operationKey }),
           'idempotency-key': ctx.key,
         },
         body,
@@ -118,3 +138,32 @@ export function httpTool(options: HttpToolOptions): Tool<HttpToolArgs, HttpToolR
 }
 
 export type { ReconcileResult }
+
+const CANNOT_PLACE = Symbol('cannot place the key')
+
+/**
+ * A copy of `body` with `key` at `pointer`, objects made on the way (`/metadata/hookledger_key` on a
+ * body without metadata). The arguments stay as hashed: the key is part of the operation, not of them.
+ */
+function withKeyAt(body: unknown, pointer: string, key: string): unknown {
+  const root: unknown = body === undefined ? {} : structuredClone(body)
+  const tokens = pointer
+    .slice(1)
+    .split('/')
+    .map((token) => token.replaceAll('~1', '/').replaceAll('~0', '~'))
+  let current = root
+  for (const [index, token] of tokens.entries()) {
+    if (!isPlainObject(current)) return CANNOT_PLACE
+    if (index === tokens.length - 1) {
+      current[token] = key
+    } else {
+      current[token] ??= {}
+      current = current[token]
+    }
+  }
+  return root
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value)
+}

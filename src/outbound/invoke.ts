@@ -16,6 +16,7 @@ import {
   startUndo,
 } from '../db/operations.js'
 import { callExecute, callUndo } from './calls.js'
+import { settleHeldFromEvidence } from './evidence.js'
 import { payloadHash } from './hash.js'
 import { MAX_KEY_LENGTH } from './keys.js'
 import {
@@ -217,7 +218,8 @@ async function callAndRecord<A, R>(
         { operationKey: held.op.operationKey, attempt: started.attempt, error: result.error },
         'tool outcome unknown',
       )
-      return undefined
+      // The provider's event may have come before its answer was lost: then it says what happened.
+      return settleHeldFromEvidence(db, held)
     default:
       return assertNever(result)
   }

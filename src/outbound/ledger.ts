@@ -9,8 +9,9 @@ import { type Machine, noReconcileScheduler, type ReconcileScheduler } from './m
 import type { InvokeOutcome } from './outcomes.js'
 import { defaultOutboundSettings, type OutboundSettings } from './settings.js'
 import type { Tool } from './tools.js'
+import { type WaitOptions, type WaitResult, waitForOperation } from './wait.js'
 
-export type { CompensateOutcome, InvokeRequest, ReconcileScheduler }
+export type { CompensateOutcome, InvokeRequest, ReconcileScheduler, WaitOptions, WaitResult }
 
 export interface OutboundLedgerOptions {
   db: Database
@@ -26,6 +27,11 @@ export interface OutboundLedger {
   invoke<A, R>(tool: Tool<A, R>, request: InvokeRequest<A>): Promise<InvokeOutcome<R>>
   /** Runs the recorded undo of a completed compensable operation (a saga abort). */
   compensate<A, R>(tool: Tool<A, R>, key: string): Promise<CompensateOutcome>
+  /**
+   * Waits until the operation's status is no longer `from` (default: its status now), at most
+   * `timeoutMs` (up to MAX_WAIT_MS): an agent waits for the confirming event instead of polling.
+   */
+  waitFor(key: string, options: WaitOptions): Promise<WaitResult>
   register(tool: Tool<never, unknown>): void
   tool(name: string): Tool<never, unknown> | undefined
   readonly settings: OutboundSettings
@@ -71,6 +77,7 @@ export function createOutboundLedger(options: OutboundLedgerOptions): OutboundLe
       return invoke(machine, tool, request)
     },
     compensate: (tool, key) => compensate(machine, tool, key),
+    waitFor: (key, waitOptions) => waitForOperation(machine.db, key, waitOptions),
   }
   machines.set(ledger, machine)
   return ledger

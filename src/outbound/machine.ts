@@ -6,6 +6,7 @@ import { type Claim, markExhausted, markUndone, moveToReconciliation } from '../
 import type { Failpoints } from '../failpoints.js'
 import type { Logger } from '../logger.js'
 import { decide, type Step } from './decision.js'
+import { settledOutcome, settleFromEvidence } from './evidence.js'
 import type { InvokeOutcome } from './outcomes.js'
 import { type OutboundSettings, retryPolicyFor } from './settings.js'
 import type { RetryPolicy, Tool } from './tools.js'
@@ -97,6 +98,9 @@ export async function toReconciliation(
 ): Promise<InvokeOutcome<never>> {
   const { settings, logger } = machine
   const op = await moveToReconciliation(machine.db, held, reason, settings.reconcileDelayMs, closeLast)
+  // An event may have come while the call ran: then nothing is left to reconcile.
+  const settled = await settleFromEvidence(machine.db, { key: op.operationKey })
+  if (settled !== undefined) return settledOutcome(settled)
   await machine.scheduler.schedule(op.id, op.attempts, settings.reconcileDelayMs).catch((error: unknown) => {
     // The row says reconciliation is due; the reconciler's sweep enqueues it once the queue answers.
     logger.warn({ err: error, operationId: op.id }, 'could not schedule reconciliation; the sweep will')

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto'
 import type { Database } from '../db/client.js'
-import { dueForReconciliation, listAttempts } from '../db/operation-queries.js'
+import { keysWithPendingEvidence } from '../db/evidence.js'
+import { LeaseLostError } from '../db/lease.js'
+import { dueForReconciliation, findOperationById, listAttempts } from '../db/operation-queries.js'
 import type { Held, OperationRow } from '../db/operation-rows.js'
 import { escalate, leaseIn, recordReconciledFound } from '../db/operations.js'
 import { withAbortDeadline } from '../deadline.js'
@@ -13,6 +15,7 @@ import {
   reconcileJobData,
   reconcileJobId,
 } from '../queue/jobs.js'
+import { settleFromEvidence } from './evidence.js'
 import { machineOf, type OutboundLedger } from './ledger.js'
 import type { ReconcileScheduler } from './machine.js'
 import type { OperationView, ReconcileResult } from './tools.js'
@@ -33,6 +36,8 @@ export type ReconcileOutcome =
   | { kind: 'recorded_success' }
   | { kind: 'escalated'; approvalId: string; reason: string }
   | { kind: 'skipped'; reason: string }
+  /** An inbound event had already said what happened (evidence rules): nothing was asked. */
+  | { kind: 'settled_by_event'; status: string }
 
 /**
  * Sleep, reconcile, then escalate: asks the tool's `reconcile` whether the operation happened. Found
@@ -45,6 +50,25 @@ export async function reconcileOperation(
 ): Promise<ReconcileOutcome> {
   const { db } = deps
   const timeoutMs = deps.ledger.settings.reconcileTimeoutMs
+  const waiting = await findOperationById(db, operationId)
+  if (waiting === undefined) return { kind: 'skipped', reason: 'no such operation' }
+  const settled = await settleFromEvidence(db, { key: waiting.operationKey })
+  if (settled !== undefined) return { kind: 'settled_by_event', status: settled.status }
+  try {
+    return await askAndEscalate(deps, operationId, timeoutMs)
+  } catch (error) {
+    // An event settled it while the tool was being asked: its lease went with the settlement.
+    if (error instanceof LeaseLostError) return { kind: 'skipped', reason: 'settled meanwhile' }
+    throw error
+  }
+}
+
+async function askAndEscalate(
+  deps: { db: Database; ledger: OutboundLedger; logger: Logger },
+  operationId: string,
+  timeoutMs: number,
+): Promise<ReconcileOutcome> {
+  const { db } = deps
   const token = randomUUID()
   // The reconciler leases the row too, so two reconcilers (a job and a sweep) never both decide.
   const op = await leaseIn(db, { id: operationId }, 'needs_reconciliation', token, timeoutMs + 5000)
@@ -129,6 +153,10 @@ export function startReconciler(deps: {
   const sweep = async () => {
     const due = await dueForReconciliation(deps.db, 100)
     for (const row of due) await scheduler.schedule(row.id, row.attempts, 0)
+    // Evidence a crash left unapplied (the caller died between an unknown outcome and its check).
+    for (const key of await keysWithPendingEvidence(deps.db.$client, 100)) {
+      await settleFromEvidence(deps.db, { key })
+    }
     return due.length
   }
   let stopped = false

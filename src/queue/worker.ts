@@ -27,6 +27,7 @@ import {
   RetryLaterError,
   type SourceHandler,
 } from '../handlers/types.js'
+import type { EvidenceIntake } from '../inbound/evidence.js'
 import type { Logger } from '../logger.js'
 import type { Metrics } from '../metrics.js'
 import {
@@ -54,6 +55,8 @@ export interface WorkerDependencies {
   failpoints: Failpoints
   /** Backs `ctx.invoke`; without it a handler's invoke throws. */
   invoke?: EventInvoker
+  /** Keeps and applies what an event says about an outbound operation (sources with evidence rules). */
+  evidence?: EvidenceIntake | undefined
 }
 
 /** The statements every event makes, each shared by the events of one event-loop turn. */
@@ -172,6 +175,7 @@ async function processEvent(
   const startedAt = new Date()
   const handler = deps.handlers.get(row.source)
   try {
+    await deps.evidence?.take(row)
     if (handler === undefined) throw new HandlerError(`no handler is configured for source '${row.source}'`)
     if (handler.kind === 'direct') {
       const result = await withHandlerDeadline(deps, (signal) =>

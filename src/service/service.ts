@@ -6,6 +6,7 @@ import { type Config, ConfigError, loadConfig } from '../config/config.js'
 import { type Environment, EnvironmentError } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
 import { ledgerPoolSize, openLedger } from '../db/client.js'
+import { checkDedupKeys } from '../db/dedup-keys.js'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
 import { addLedgerGauges } from '../db/gauges.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
@@ -16,6 +17,7 @@ import { forwardDelivery } from '../handlers/forward.js'
 import type { EventHandler, SourceHandler } from '../handlers/types.js'
 import { createApp, createHealthApp } from '../http/app.js'
 import type { ReadinessCheck } from '../http/routes/health.js'
+import { evidenceIntake } from '../inbound/evidence.js'
 import { createLogger, type Logger } from '../logger.js'
 import { createMetrics } from '../metrics.js'
 import { addOutboundGauges } from '../outbound/gauges.js'
@@ -107,6 +109,13 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   await migrateLedger(databaseUrl, logger)
   const ledger = openLedger(databaseUrl, { max: poolSize })
   const deploymentId = await readDeploymentId(ledger.db)
+  try {
+    await checkDedupKeys(ledger.sql, config, logger)
+  } catch (error) {
+    await ledger.close()
+    await embedded?.stop()
+    throw error
+  }
   const queuePrefix = config.file.queue.prefix ?? deploymentQueuePrefix(deploymentId)
   if (env.REDIS_URL !== undefined && config.file.queue.prefix !== undefined) {
     try {
@@ -203,6 +212,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         metrics,
         failpoints,
         invoke: eventInvoker(outbound),
+        evidence: evidenceIntake({ config, db: ledger.db, sql: ledger.sql, logger }),
       })
     : undefined
   const reconciler = runsWorker
@@ -313,9 +323,13 @@ function resolveHandlers(
       handlers.set(id, { kind: 'transactional', run: fromCode })
     } else if (fromConfig !== undefined) {
       handlers.set(id, { kind: 'direct', run: forwardDelivery(fromConfig) })
+    } else if (source.config.evidence !== undefined) {
+      // A source that only settles operations (a payment provider's events): the worker's evidence
+      // step is all its events need, so they are DONE once it ran.
+      handlers.set(id, { kind: 'direct', run: async () => ({}) })
     } else {
       problems.push(
-        `source '${id}': handler: none configured (add "handler" to the source, or register one in code)`,
+        `source '${id}': handler: none configured (add "handler" or "evidence" to the source, or register a handler in code)`,
       )
     }
   }

@@ -108,7 +108,15 @@ describe('one state machine for in-process tools and agents over HTTP', () => {
   })
 
   it("keeps the state machine's internal steps out of the ledger's public surface", () => {
-    expect(Object.keys(ledger).sort()).toEqual(['compensate', 'db', 'invoke', 'register', 'settings', 'tool'])
+    expect(Object.keys(ledger).sort()).toEqual([
+      'compensate',
+      'db',
+      'invoke',
+      'register',
+      'settings',
+      'tool',
+      'waitFor',
+    ])
   })
 })
 

@@ -4,9 +4,12 @@ import { z } from 'zod'
 import { assertNever } from '../../assert.js'
 import type { Database } from '../../db/client.js'
 import { findOperation, listAttempts } from '../../db/operation-queries.js'
+import type { OperationRow, OperationStatus } from '../../db/operation-rows.js'
+import { operationStatus } from '../../db/outbound-schema.js'
 import { unstorableText } from '../../db/text.js'
 import type { AgentClaim, AgentProtocol, AgentReport } from '../../outbound/agent.js'
 import { MAX_KEY_LENGTH } from '../../outbound/keys.js'
+import { MAX_WAIT_MS, waitForOperation } from '../../outbound/wait.js'
 import { ApiError } from '../errors.js'
 import { bearerAuth } from '../middleware/bearer.js'
 import { limitBody } from '../middleware/body-limit.js'
@@ -59,20 +62,16 @@ export function operationRoutes(deps: {
       return respond(await deps.protocol.claim(body))
     })
     .get('/:key', async (c) => {
-      const op = await findOperation(deps.db, operationKey(c))
-      if (op === undefined) throw new ApiError(404, 'operation_not_found', 'no operation has that key')
-      const attempts = await listAttempts(deps.db, op.id)
-      return c.json({
-        key: op.operationKey,
-        tool: op.tool,
-        effect: op.effectClass,
-        status: op.status,
-        payloadHash: op.payloadHash,
-        result: op.resultJson,
-        downstreamId: op.downstreamId,
-        lastError: op.lastError,
-        attempts: attempts.map((a) => ({ attempt: a.attempt, attemptKey: a.attemptKey, status: a.status })),
-      })
+      const target = operationKey(c)
+      const wait = waitQuery(c)
+      if (wait === undefined) {
+        const op = await findOperation(deps.db, target)
+        if (op === undefined) throw notFound()
+        return c.json(await operationBody(deps.db, op))
+      }
+      const waited = await waitForOperation(deps.db, target, { ...wait, signal: c.req.raw.signal })
+      if (waited.kind === 'not_found') throw notFound()
+      return c.json({ ...(await operationBody(deps.db, waited.op)), changed: waited.kind === 'changed' })
     })
     .post('/:key/undo-ref', async (c) => {
       const target = operationKey(c)
@@ -98,6 +97,56 @@ export function operationRoutes(deps: {
       return report(await deps.protocol.recordUndoOutcome(target, body.leaseToken, body.attempt, outcome))
     })
 }
+
+const notFound = () => new ApiError(404, 'operation_not_found', 'no operation has that key')
+
+async function operationBody(db: Database, op: OperationRow) {
+  const attempts = await listAttempts(db, op.id)
+  return {
+    key: op.operationKey,
+    tool: op.tool,
+    effect: op.effectClass,
+    status: op.status,
+    payloadHash: op.payloadHash,
+    result: op.resultJson,
+    downstreamId: op.downstreamId,
+    lastError: op.lastError,
+    evidence: op.evidence,
+    attempts: attempts.map((a) => ({ attempt: a.attempt, attemptKey: a.attemptKey, status: a.status })),
+  }
+}
+
+const WAIT = /^(\d{1,6})(ms|s)?$/
+
+/**
+ * `?wait=30s` (or `500ms`, or plain seconds) and the optional `&status=` last seen: a long poll until
+ * the status differs from it. Absent: an ordinary read. Over MAX_WAIT_MS is refused, not shortened,
+ * so a client never mistakes a cut-short wait for the one it asked for.
+ */
+function waitQuery(c: Context): { timeoutMs: number; from: OperationStatus | undefined } | undefined {
+  const wait = c.req.query('wait')
+  const status = c.req.query('status')
+  if (wait === undefined) {
+    if (status !== undefined) throw new ApiError(400, 'invalid_wait', 'status is given only with wait')
+    return undefined
+  }
+  const match = WAIT.exec(wait)
+  const timeoutMs = match === null ? Number.NaN : Number(match[1]) * (match[2] === 'ms' ? 1 : 1000)
+  if (!(timeoutMs <= MAX_WAIT_MS)) {
+    throw new ApiError(
+      400,
+      'invalid_wait',
+      `wait must be a duration such as 30s or 500ms, at most ${MAX_WAIT_MS / 1000}s`,
+    )
+  }
+  if (status !== undefined && !isOperationStatus(status)) {
+    throw new ApiError(400, 'invalid_wait', `status must be one of ${operationStatus.enumValues.join(', ')}`)
+  }
+  return { timeoutMs, from: status }
+}
+
+const isOperationStatus = (value: string): value is OperationStatus =>
+  (operationStatus.enumValues as readonly string[]).includes(value)
 
 /** The `:key` of the path, checked like a body's key: a NUL in the URL must be a 400, not a failed query. */
 function operationKey(c: Context): string {

@@ -1,0 +1,80 @@
+import type postgres from 'postgres'
+import type { Config } from '../config/config.js'
+import { ConfigError } from '../config/errors.js'
+import { type DedupKeyDefinition, definitionOf, PROVIDER_EVENT_ID } from '../inbound/dedup-key.js'
+import type { Logger } from '../logger.js'
+import { canonicalJson } from '../outbound/hash.js'
+
+interface Recorded {
+  version: number
+  definition: DedupKeyDefinition
+}
+
+/**
+ * Compares each source's dedup key with the one its stored events were keyed by, before anything is
+ * received. The same definition: nothing to do. Another definition under the same (or a lower)
+ * version: refused, because the events already kept would no longer meet their own retries (split)
+ * or would meet other events (merge) without anyone having decided so. A higher version: recorded,
+ * with a warning, since raising it is that decision. A source with no events yet takes any definition.
+ * Sources whose events predate this table were keyed by the provider's event id, version 1.
+ */
+export async function checkDedupKeys(sql: postgres.Sql, config: Config, logger: Logger): Promise<void> {
+  const problems: string[] = []
+  for (const [id, source] of config.sources) {
+    const wanted: Recorded = {
+      version: source.config.dedupKey?.version ?? 1,
+      definition: definitionOf(source.config.dedupKey),
+    }
+    const problem = await sql.begin(async (tx) => {
+      // One start-up at a time per source decides, so two processes cannot record two definitions.
+      await tx`select pg_advisory_xact_lock(hashtext('hookledger:dedup-key'), hashtext(${id}))`
+      const [row] = await tx<Array<{ version: number; definition: DedupKeyDefinition }>>`
+        select version, definition from source_dedup_keys where source = ${id}`
+      const [kept] = await tx`select 1 from inbound_events where source = ${id} limit 1`
+      const recorded: Recorded | undefined =
+        row !== undefined
+          ? { version: row.version, definition: row.definition }
+          : kept !== undefined
+            ? { version: 1, definition: PROVIDER_EVENT_ID }
+            : undefined
+      if (recorded !== undefined && kept !== undefined) {
+        const same = sameDefinition(recorded.definition, wanted.definition)
+        if (same && recorded.version === wanted.version) return undefined
+        if (wanted.version <= recorded.version) {
+          return same
+            ? `source '${id}': dedupKey.version ${wanted.version} is lower than the version ${recorded.version} its events are keyed by; versions only go up`
+            : `source '${id}': dedupKey differs from the definition its events are keyed by (version ${recorded.version}: ${describe(recorded.definition)}; now: ${describe(wanted.definition)}). Restore it, or set dedupKey.version to ${recorded.version + 1} to key new events the new way: deliveries of events received before are then not recognised as duplicates`
+        }
+        logger.warn(
+          { source: id, from: recorded.version, to: wanted.version },
+          'dedup key version raised: retries of events received under the old key are accepted as new events',
+        )
+      }
+      await tx`
+        insert into source_dedup_keys (source, version, definition)
+        values (${id}, ${wanted.version}, ${JSON.stringify(wanted.definition)}::jsonb)
+        on conflict (source) do update set version = excluded.version, definition = excluded.definition,
+          recorded_at = now()
+        where source_dedup_keys.version <> excluded.version or source_dedup_keys.definition <> excluded.definition`
+      return undefined
+    })
+    if (problem !== undefined) problems.push(problem)
+  }
+  if (problems.length > 0) {
+    throw new ConfigError(`invalid config:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
+  }
+}
+
+// jsonb reorders object keys, so definitions are compared as canonical JSON (RFC 8785).
+const sameDefinition = (a: DedupKeyDefinition, b: DedupKeyDefinition) => canonicalJson(a) === canonicalJson(b)
+
+function describe(definition: DedupKeyDefinition): string {
+  const parts = definition.parts.map((part) =>
+    'eventId' in part
+      ? "the provider's event id"
+      : 'pointer' in part
+        ? part.pointer
+        : `header ${part.header}`,
+  )
+  return `${definition.scope === null ? '' : 'event type + '}${parts.join(' + ')}`
+}

@@ -1,0 +1,73 @@
+import type postgres from 'postgres'
+import type { Config } from '../config/config.js'
+import type { Database } from '../db/client.js'
+import type { LeasedEvent } from '../db/events.js'
+import { recordEvidence } from '../db/evidence.js'
+import type { Logger } from '../logger.js'
+import { settleFromEvidence } from '../outbound/evidence.js'
+import { type EvidenceRule, readEvidence } from './evidence-rules.js'
+
+/**
+ * The worker's first step for an event of a source with evidence rules: keep what the event says
+ * about an outbound operation, then apply it if the operation's outcome is unknown.
+ *
+ * Done by the worker rather than at intake: the receive path stays one batched INSERT per moment of
+ * load (and an api-only process needs no outbound ledger), while the worker already guarantees every
+ * committed event is processed, after a crash or a Redis outage too (the row stays PENDING until it is
+ * DONE, and the relay re-enqueues it). Recording is idempotent and applying is one conditional
+ * statement that marks the evidence applied, so a redelivered job or a second worker applies nothing
+ * twice. It runs before the handler, so a failing handler never holds back the settlement.
+ */
+export interface EvidenceIntake {
+  take(event: LeasedEvent): Promise<void>
+}
+
+export function evidenceIntake(deps: {
+  config: Config
+  db: Database
+  sql: postgres.Sql
+  logger: Logger
+}): EvidenceIntake | undefined {
+  const rules = new Map<string, readonly EvidenceRule[]>()
+  for (const [id, source] of deps.config.sources) {
+    if (source.config.evidence !== undefined && source.config.evidence.length > 0) {
+      rules.set(id, source.config.evidence)
+    }
+  }
+  if (rules.size === 0) return undefined
+  return {
+    async take(event) {
+      const sourceRules = rules.get(event.source)
+      if (sourceRules === undefined) return
+      const reading = readEvidence(sourceRules, { eventType: event.eventType, body: parseBody(event.body) })
+      if (reading.kind === 'not_evidence') return
+      const log = deps.logger.child({ source: event.source, eventId: event.eventId })
+      if (reading.kind === 'no_key') {
+        // Usual for effects made elsewhere (a charge from the dashboard): nothing to settle.
+        log.debug({ eventType: event.eventType }, reading.message)
+        return
+      }
+      const { evidence } = reading
+      await recordEvidence(
+        deps.sql,
+        { rowId: event.id, source: event.source, eventId: event.eventId, eventType: event.eventType },
+        evidence,
+      )
+      const settled = await settleFromEvidence(deps.db, { key: evidence.operationKey })
+      if (settled !== undefined) {
+        log.info(
+          { operationKey: evidence.operationKey, status: settled.status },
+          'an inbound event settled an operation whose outcome was unknown',
+        )
+      }
+    },
+  }
+}
+
+function parseBody(body: Buffer): unknown {
+  try {
+    return JSON.parse(body.toString('utf8'))
+  } catch {
+    return undefined
+  }
+}

@@ -1,0 +1,192 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { buildConfig, ConfigError } from '../../src/config/config.js'
+import { checkDedupKeys } from '../../src/db/dedup-keys.js'
+import { createLogger } from '../../src/logger.js'
+import { createTestDatabase } from '../support/database.js'
+import { startTestService } from '../support/service.js'
+import { signedHeaders, TEST_SECRET } from '../support/signing.js'
+import { type ApiStack, createApiStack } from '../support/stack.js'
+
+// Adyen identifies a notification by eventCode + pspReference (an AUTHORISATION and a CAPTURE of one
+// payment share the pspReference); the delivery id alone is not the event.
+const ADYEN_KEY = {
+  parts: [
+    { pointer: '/notificationItems/0/NotificationRequestItem/eventCode' },
+    { pointer: '/notificationItems/0/NotificationRequestItem/pspReference' },
+  ],
+}
+
+function source(id: string, dedupKey: unknown) {
+  return {
+    id,
+    verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
+    handler: { type: 'forward', url: 'http://127.0.0.1:9/unused' },
+    ...(dedupKey === undefined ? {} : { dedupKey }),
+  }
+}
+
+const configOf = (...sources: unknown[]) => buildConfig({ sources }, () => undefined)
+
+let stack: ApiStack
+
+beforeAll(async () => {
+  stack = await createApiStack(
+    configOf(
+      source('adyen', ADYEN_KEY),
+      source('scoped', { scope: 'event_type' }),
+      source('headers', { parts: [{ header: 'x-shop-domain' }, { pointer: '/order/id' }] }),
+    ),
+  )
+})
+afterAll(async () => {
+  await stack.close()
+})
+
+const adyen = (eventCode: unknown, pspReference: unknown) =>
+  JSON.stringify({
+    live: 'false',
+    notificationItems: [{ NotificationRequestItem: { eventCode, pspReference, success: 'true' } }],
+  })
+
+async function post(
+  sourceId: string,
+  body: string,
+  deliveryId: string,
+  headers: Record<string, string> = {},
+) {
+  const response = await stack.app.request(`/webhooks/${sourceId}`, {
+    method: 'POST',
+    body,
+    headers: { ...signedHeaders(body, { id: deliveryId }), ...headers },
+  })
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> }
+}
+
+async function eventIds(sourceId: string): Promise<string[]> {
+  const rows = await stack.database.sql<Array<{ event_id: string }>>`
+    select event_id from inbound_events where source = ${sourceId} order by received_at, event_id`
+  return rows.map((row) => row.event_id)
+}
+
+describe('composite dedup keys', () => {
+  it('eventCode + pspReference: a resend under a new delivery id is a duplicate, a CAPTURE of the same payment is new', async () => {
+    const authorisation = adyen('AUTHORISATION', '8535296650153317')
+    expect(await post('adyen', authorisation, 'delivery_1')).toMatchObject({
+      status: 200,
+      body: { status: 'accepted' },
+    })
+    expect(await post('adyen', authorisation, 'delivery_2')).toMatchObject({
+      status: 200,
+      body: { status: 'duplicate' },
+    })
+    expect(await post('adyen', adyen('CAPTURE', '8535296650153317'), 'delivery_3')).toMatchObject({
+      status: 200,
+      body: { status: 'accepted' },
+    })
+    expect(await eventIds('adyen')).toEqual([
+      'dk1:AUTHORISATION:8535296650153317',
+      'dk1:CAPTURE:8535296650153317',
+    ])
+  })
+
+  it('any part missing, empty or not a scalar: 400 missing_event_id and nothing is written', async () => {
+    const before = await eventIds('adyen')
+    for (const [index, [code, psp]] of [
+      [undefined, 'psp_1'],
+      ['AUTHORISATION', ''],
+      ['AUTHORISATION', '   '],
+      ['AUTHORISATION', null],
+      ['AUTHORISATION', { nested: true }],
+    ].entries()) {
+      const answer = await post('adyen', adyen(code, psp), `missing_${index}`)
+      expect(answer, JSON.stringify([code, psp])).toMatchObject({
+        status: 400,
+        body: { error: { code: 'missing_event_id' } },
+      })
+    }
+    const header = await post('headers', JSON.stringify({ order: { id: 7 } }), 'no_header')
+    expect(header).toMatchObject({ status: 400, body: { error: { code: 'missing_event_id' } } })
+    const noType = await post('scoped', JSON.stringify({ data: 1 }), 'untyped')
+    expect(noType).toMatchObject({ status: 400, body: { error: { code: 'missing_event_id' } } })
+    expect(await eventIds('adyen')).toEqual(before)
+    expect(await eventIds('headers')).toEqual([])
+    expect(await eventIds('scoped')).toEqual([])
+  })
+
+  it('parts are encoded, so a separator inside a part cannot make two keys equal', async () => {
+    expect((await post('adyen', adyen('A:B', 'C'), 'sep_1')).body.status).toBe('accepted')
+    expect((await post('adyen', adyen('A', 'B:C'), 'sep_2')).body.status).toBe('accepted')
+    expect(await eventIds('adyen')).toEqual(expect.arrayContaining(['dk1:A%3AB:C', 'dk1:A:B%3AC']))
+  })
+
+  it('scoped by event type: one provider id under two types is two events; headers and integers are parts', async () => {
+    const paid = JSON.stringify({ type: 'order.paid', n: 1 })
+    const shipped = JSON.stringify({ type: 'order.shipped', n: 1 })
+    expect((await post('scoped', paid, 'same_id')).body.status).toBe('accepted')
+    expect((await post('scoped', shipped, 'same_id')).body.status).toBe('accepted')
+    expect((await post('scoped', paid, 'same_id')).body.status).toBe('duplicate')
+    expect(await eventIds('scoped')).toEqual(['dk1:order.paid:same_id', 'dk1:order.shipped:same_id'])
+    const order = JSON.stringify({ order: { id: 42 } })
+    expect((await post('headers', order, 'h1', { 'x-shop-domain': 'a.example' })).body.status).toBe(
+      'accepted',
+    )
+    expect((await post('headers', order, 'h2', { 'x-shop-domain': 'b.example' })).body.status).toBe(
+      'accepted',
+    )
+    expect((await post('headers', order, 'h3', { 'x-shop-domain': 'a.example' })).body.status).toBe(
+      'duplicate',
+    )
+  })
+})
+
+describe('a changed key definition at start-up', () => {
+  const logger = createLogger('silent')
+
+  it('refuses a changed definition under the same version, records a raised one, and never goes back', async () => {
+    const database = await createTestDatabase()
+    try {
+      // Events received under the provider's event id (as every source before dedup keys).
+      await checkDedupKeys(database.sql, configOf(source('adyen', undefined)), logger)
+      await database.sql`
+        insert into inbound_events (source, event_id, payload_hash, body, headers)
+        values ('adyen', 'evt_1', 'h', '\\x00'::bytea, '{}'::jsonb)`
+      const changed = checkDedupKeys(database.sql, configOf(source('adyen', ADYEN_KEY)), logger)
+      await expect(changed).rejects.toThrow(ConfigError)
+      await expect(changed).rejects.toThrow(/source 'adyen': dedupKey differs .* set dedupKey.version to 2/)
+
+      await checkDedupKeys(database.sql, configOf(source('adyen', { ...ADYEN_KEY, version: 2 })), logger)
+      const [recorded] = await database.sql`select version from source_dedup_keys where source = 'adyen'`
+      expect(recorded?.version).toBe(2)
+      // The same definition again starts; the old one, or another one under version 2, does not.
+      await checkDedupKeys(database.sql, configOf(source('adyen', { ...ADYEN_KEY, version: 2 })), logger)
+      await expect(
+        checkDedupKeys(database.sql, configOf(source('adyen', undefined)), logger),
+      ).rejects.toThrow(/dedupKey differs/)
+      const scoped = { ...ADYEN_KEY, scope: 'event_type', version: 2 }
+      await expect(checkDedupKeys(database.sql, configOf(source('adyen', scoped)), logger)).rejects.toThrow(
+        /set dedupKey.version to 3/,
+      )
+      await expect(
+        checkDedupKeys(database.sql, configOf(source('adyen', { ...ADYEN_KEY, version: 1 })), logger),
+      ).rejects.toThrow(/dedupKey.version 1 is lower than the version 2 .* versions only go up/)
+    } finally {
+      await database.drop()
+    }
+  })
+
+  it('a source with no events yet takes any definition; the service refuses to start on a change', async () => {
+    const database = await createTestDatabase()
+    try {
+      await checkDedupKeys(database.sql, configOf(source('fresh', ADYEN_KEY)), logger)
+      await checkDedupKeys(database.sql, configOf(source('fresh', { scope: 'event_type' })), logger)
+      await database.sql`
+        insert into inbound_events (source, event_id, payload_hash, body, headers)
+        values ('fresh', 'dk1:t:evt_1', 'h', '\\x00'::bytea, '{}'::jsonb)`
+      await expect(
+        startTestService({ database, config: configOf(source('fresh', ADYEN_KEY)) }),
+      ).rejects.toThrow(/source 'fresh': dedupKey differs/)
+    } finally {
+      await database.drop()
+    }
+  })
+})
