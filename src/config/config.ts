@@ -182,7 +182,7 @@ export interface SourceBackfill {
   /** The environment variable the key is read from, for messages (never the key). */
   credentialName: string
   /**
-   * The API key. Looked up at start-up when backfill is enabled, so a missing variable stops the
+   * The API key. Required at start-up when backfill is enabled, so a missing variable stops the
    * start; for a disabled source only when one source is built (`hookledger backfill --source`).
    */
   credential: string | undefined
@@ -236,7 +236,7 @@ export function buildConfig(
         source.backfill === undefined
           ? undefined
           : resolveBackfill(source.backfill, source.verify.scheme, lookup, {
-              lookUpCredential: source.backfill.enabled || options.onlySource === source.id,
+              credentialRequired: source.backfill.enabled || options.onlySource === source.id,
             })
       sources.set(source.id, {
         config: source,
@@ -273,15 +273,16 @@ function resolveBackfill(
   config: BackfillConfig,
   scheme: string,
   lookup: (name: string) => string | undefined,
-  options: { lookUpCredential: boolean },
+  options: { credentialRequired: boolean },
 ): SourceBackfill {
   const provider = backfillProvider(scheme)
   // The schema refused every other scheme already; this keeps the type honest.
   if (provider === undefined) throw new ConfigError(`backfill: not available for scheme '${scheme}'`)
   const credentialName = config.credential.slice('env:'.length)
-  const credential = options.lookUpCredential
-    ? resolveSecretReference(config.credential, 'backfill.credential', lookup)
-    : undefined
+  const credential = lookup(credentialName)
+  if (credential === undefined && options.credentialRequired) {
+    throw new ConfigError(`backfill.credential: environment variable ${credentialName} is not set`)
+  }
   if (credential?.trim() === '') {
     throw new ConfigError(`backfill.credential: environment variable ${credentialName} is empty`)
   }

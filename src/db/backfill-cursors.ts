@@ -14,13 +14,16 @@ export interface PassLease {
   cursor: BackfillCursor
 }
 
+// Timestamps arrive as text: drizzle turns the pool's date parsing off for the statements it runs.
 interface CursorRow {
-  watermark: Date | null
-  sweep_since: Date | null
-  sweep_started_at: Date | null
+  watermark: string | null
+  sweep_since: string | null
+  sweep_started_at: string | null
   sweep_resume: string | null
-  lease_until: Date | null
+  lease_until: string | null
 }
+
+const dateOf = (text: string | null): Date | null => (text === null ? null : new Date(text))
 
 /**
  * Takes the source's pass lease, so one pass at a time runs across every process; undefined with
@@ -42,13 +45,15 @@ export async function takePassLease(
     returning watermark, sweep_since, sweep_started_at, sweep_resume, lease_until`
   if (taken === undefined) {
     const [held] = await sql<CursorRow[]>`select lease_until from backfill_cursors where source = ${source}`
-    return { heldUntil: held?.lease_until ?? new Date() }
+    return { heldUntil: dateOf(held?.lease_until ?? null) ?? new Date() }
   }
+  const since = dateOf(taken.sweep_since)
+  const startedAt = dateOf(taken.sweep_started_at)
   const sweep =
-    taken.sweep_since !== null && taken.sweep_started_at !== null && taken.sweep_resume !== null
-      ? { since: taken.sweep_since, startedAt: taken.sweep_started_at, resume: taken.sweep_resume }
+    since !== null && startedAt !== null && taken.sweep_resume !== null
+      ? { since, startedAt, resume: taken.sweep_resume }
       : null
-  return { token, cursor: { watermark: taken.watermark, sweep } }
+  return { token, cursor: { watermark: dateOf(taken.watermark), sweep } }
 }
 
 /**
@@ -71,7 +76,8 @@ export async function saveSweepProgress(
           where source = ${source} and lease_token = ${token}`
       : await sql`
           update backfill_cursors
-          set sweep_since = ${sweep.since}, sweep_started_at = ${sweep.startedAt}, sweep_resume = ${sweep.resume},
+          set sweep_since = ${sweep.since.toISOString()}::timestamptz,
+              sweep_started_at = ${sweep.startedAt.toISOString()}::timestamptz, sweep_resume = ${sweep.resume},
               lease_until = now() + ${leaseMs} * interval '1 millisecond', updated_at = now()
           where source = ${source} and lease_token = ${token}`
   if (updated.count === 0) throw new LeaseLostError(`the backfill cursor of source '${source}'`)
@@ -86,7 +92,7 @@ export async function completeSweep(
 ): Promise<void> {
   const updated = await sql`
     update backfill_cursors
-    set watermark = greatest(watermark, ${watermark}), sweep_since = null, sweep_started_at = null,
+    set watermark = greatest(watermark, ${watermark.toISOString()}::timestamptz), sweep_since = null, sweep_started_at = null,
         sweep_resume = null, updated_at = now()
     where source = ${source} and lease_token = ${token}`
   if (updated.count === 0) throw new LeaseLostError(`the backfill cursor of source '${source}'`)
