@@ -50,6 +50,10 @@ export interface MockGithub {
     deliveredAt: Date
     statusCode: number
   }): MockDelivery
+  /** Answers refused for the rate limit (403 with x-ratelimit-remaining: 0). */
+  refusals: number
+  /** Where the hook points (set once the receiver is listening). */
+  receiverUrl: string
   /** Waits until every redelivery asked for so far has been sent and answered. */
   settled(): Promise<void>
   close(): Promise<void>
@@ -60,8 +64,7 @@ export async function startMockGithub(options: {
   repo: string
   hookId: number
   token: string
-  /** Where the hook points: redeliveries are POSTed here, signed with `secret`. */
-  receiverUrl: string
+  /** Redeliveries are signed with it and POSTed to `receiverUrl`. */
   secret: string
 }): Promise<MockGithub> {
   const deliveries: MockDelivery[] = []
@@ -113,7 +116,7 @@ export async function startMockGithub(options: {
     let statusCode = 0
     if (!unreachableFor.has(original.guid)) {
       try {
-        const answer = await fetch(options.receiverUrl, {
+        const answer = await fetch(mock.receiverUrl, {
           method: 'POST',
           headers: {
             'content-type': 'application/json',
@@ -182,6 +185,7 @@ export async function startMockGithub(options: {
       rateLimit.resetAt = Math.floor(Date.now() / 1000) + 3600
     }
     if (rateLimit.remaining <= 0) {
+      mock.refusals++
       return answer(response, 403, {
         message: 'API rate limit exceeded for user ID 1.',
         documentation_url: 'https://docs.github.com/rest/overview/rate-limits-for-the-rest-api',
@@ -197,8 +201,9 @@ export async function startMockGithub(options: {
         const match = /^v1_(\d+)$/.exec(cursor)
         if (match === null) return answer(response, 400, { message: 'Invalid cursor', status: '400' })
         // The page starts at the delivery the cursor names, wherever newer deliveries put it since.
-        start = deliveries.findIndex((delivery) => delivery.id <= Number(match[1]))
-        if (start === -1) start = deliveries.length
+        start = deliveries.findIndex((delivery) => delivery.id === Number(match[1]))
+        if (start === -1)
+          return answer(response, 422, { message: 'Validation Failed: cursor', status: '422' })
       }
       const page = deliveries.slice(start, start + perPage)
       const next = deliveries[start + perPage]
@@ -228,8 +233,10 @@ export async function startMockGithub(options: {
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const { port } = server.address() as AddressInfo
-  return {
+  const mock: MockGithub = {
     baseUrl: `http://127.0.0.1:${port}`,
+    refusals: 0,
+    receiverUrl: '',
     deliveries,
     redeliveryRequests,
     requests,
@@ -245,4 +252,5 @@ export async function startMockGithub(options: {
         server.close(() => resolve())
       }),
   }
+  return mock
 }
