@@ -2,7 +2,7 @@ import type postgres from 'postgres'
 import type { Config } from '../config/config.js'
 import type { Logger } from '../logger.js'
 import { BackfillError } from './errors.js'
-import { type PassDependencies, runBackfillPass } from './pass.js'
+import { type BackfillReport, type PassDependencies, runBackfillPass } from './pass.js'
 
 export interface BackfillLoop {
   stop(): Promise<void>
@@ -21,6 +21,8 @@ export function startBackfill(deps: {
   config: Config
   logger: Logger
   onAccepted: PassDependencies['onAccepted']
+  /** Told of every pass's report (the service counts them on /metrics). */
+  onReport?: (report: BackfillReport) => void
 }): BackfillLoop {
   let stopped = false
   const stopping = new AbortController()
@@ -45,6 +47,7 @@ export function startBackfill(deps: {
           },
           source,
         )
+          .then((report) => deps.onReport?.(report))
           .catch((error: unknown) => {
             if (error instanceof BackfillError && error.code === 'pass_running') {
               log.debug({ err: error }, 'backfill pass skipped: another process runs one')

@@ -3,6 +3,7 @@ import { type ServerType, serve } from '@hono/node-server'
 import type { Queue } from 'bullmq'
 import { sql } from 'drizzle-orm'
 import { startBackfill } from '../backfill/loop.js'
+import { backfillMetrics } from '../backfill/metrics.js'
 import { type Config, ConfigError, loadConfig } from '../config/config.js'
 import { type Environment, EnvironmentError } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
@@ -221,7 +222,13 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     : undefined
   const retention = runsWorker ? startRetention({ sql: ledger.sql, config, logger }) : undefined
   const backfill = runsWorker
-    ? startBackfill({ sql: ledger.sql, config, logger, onAccepted: (id) => enqueuer.enqueue(id) })
+    ? startBackfill({
+        sql: ledger.sql,
+        config,
+        logger,
+        onAccepted: (id) => enqueuer.enqueue(id),
+        onReport: backfillMetrics(metrics),
+      })
     : undefined
   if (runsWorker)
     logger.info({ role, concurrency: config.file.worker.concurrency }, 'hookledger worker started')

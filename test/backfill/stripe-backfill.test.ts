@@ -155,6 +155,11 @@ describe('the service loop', () => {
     const backfilled = forwardsOf(early[2]?.id ?? '')[0]
     expect(backfilled?.headers['x-hookledger-origin']).toBe('backfill')
     expect(backfilled?.headers['stripe-signature']).toBeUndefined()
+
+    const metrics = await (await fetch(`${running.url}/metrics`)).text()
+    const claimed = /hookledger_backfill_items_total\{source="stripe",outcome="claimed"\} (\d+)/.exec(metrics)
+    expect(Number(claimed?.[1])).toBeGreaterThanOrEqual(3)
+    expect(metrics).toMatch(/hookledger_backfill_passes_total\{source="stripe",result="complete"\} [1-9]/)
   })
 
   it('answers a webhook arriving after the backfill as a duplicate of the backfilled row', async () => {
