@@ -30,7 +30,12 @@ export const backfillConfigSchema = z.object({
    * to this long within a pass; a longer wait ends the pass, and the next one resumes.
    */
   maxWaitSeconds: z.number().int().min(0).max(3600).default(60),
-  /** Stripe: list only events whose delivery to some endpoint failed or is still pending (`delivery_success=false`). */
+  /**
+   * Stripe: list only events whose delivery to some endpoint failed or is still pending
+   * (`delivery_success=false`); default true. A pass then never imports the account's history of
+   * events that were delivered (to this receiver or one before it), only what went undelivered.
+   * `false` lists every event, for a receiver that answered 2xx without keeping the event.
+   */
   onlyFailedDeliveries: z.boolean().optional(),
   /** Stripe: the event types this endpoint is subscribed to (`types[]`, at most 20); absent: every type. */
   eventTypes: z

@@ -33,7 +33,7 @@ export async function stripeSweep(context: SweepContext): Promise<boolean> {
       limit: String(config.pageSize),
     })
     if (startingAfter !== null) query.set('starting_after', startingAfter)
-    if (config.onlyFailedDeliveries === true) query.set('delivery_success', 'false')
+    if (config.onlyFailedDeliveries !== false) query.set('delivery_success', 'false')
     for (const type of config.eventTypes ?? []) query.append('types[]', type)
     const answer = await context.client.request('GET', `/v1/events?${query}`)
     const { events, hasMore } = readEventList(answer.body)

@@ -62,8 +62,12 @@ beforeAll(async () => {
   stripe = await startMockStripe(API_KEY)
   sink = await startSink(() => ({ status: 200, body: 'ok' }))
   const created = Math.floor(Date.now() / 1000) - 3600
-  for (let i = 1; i <= 3; i++)
+  for (let i = 1; i <= 3; i++) {
     stripe.addEvent({ id: `evt_cli_${i}`, type: 'invoice.paid', created: created + i })
+    stripe.undelivered.add(`evt_cli_${i}`)
+  }
+  // Delivered as a webhook: delivery_success=false does not list it, so it is never fetched.
+  stripe.addEvent({ id: 'evt_cli_delivered', type: 'invoice.paid', created: created + 4 })
   configFile = {
     sources: [
       {
