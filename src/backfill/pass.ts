@@ -1,7 +1,13 @@
 import type postgres from 'postgres'
 import type { Source, SourceBackfill } from '../config/config.js'
 import { ConfigError } from '../config/errors.js'
-import { completeSweep, releasePassLease, saveSweepProgress, takePassLease } from '../db/backfill-cursors.js'
+import {
+  completeSweep,
+  dropSweep,
+  releasePassLease,
+  saveSweepProgress,
+  takePassLease,
+} from '../db/backfill-cursors.js'
 import type { Logger } from '../logger.js'
 import type { BackfillProvider } from './config.js'
 import { BackfillError, type BackfillErrorCode } from './errors.js'
@@ -71,8 +77,12 @@ export interface SweepContext {
  * twice is a duplicate of the ledger's row, which costs one index probe.
  */
 const OVERLAP_MS = 5 * 60_000
-/** The pass lease; every finished page extends it, so only a pass that stopped making progress loses it. */
-const LEASE_MS = 5 * 60_000
+/**
+ * The pass lease; every finished page extends it, so only a pass that stopped making progress loses
+ * it. It outlasts the longest rate-limit wait a pass sits out, plus a few slow requests.
+ */
+const leaseMs = (backfill: SourceBackfill) =>
+  Math.max(5 * 60_000, backfill.config.maxWaitSeconds * 1000 + 2 * 60_000)
 
 /**
  * One bounded backfill pass for one source, under the source's lease (one pass at a time across
@@ -96,7 +106,7 @@ export async function runBackfillPass(
     )
   }
   const now = deps.now ?? Date.now
-  const lease = await takePassLease(deps.sql, id, LEASE_MS)
+  const lease = await takePassLease(deps.sql, id, leaseMs(backfill))
   if (!('token' in lease)) {
     throw new BackfillError(
       'pass_running',
@@ -146,7 +156,7 @@ export async function runBackfillPass(
         id,
         token,
         explicit ? null : { since, startedAt: sweepStartedAt, resume },
-        LEASE_MS,
+        leaseMs(backfill),
       ),
   }
   try {
@@ -165,8 +175,14 @@ export async function runBackfillPass(
       ).catch(() => {})
       throw error
     }
-    report.error = { code: error.code, message: error.message }
-    await releasePassLease(deps.sql, id, token, `${error.code}: ${error.message}`)
+    let message = error.message
+    if (error.code === 'request_rejected' && resumed !== null) {
+      // A refused resume point would refuse every later pass the same way.
+      await dropSweep(deps.sql, id, token)
+      message += '; the unfinished sweep was dropped and the next pass starts it again'
+    }
+    report.error = { code: error.code, message }
+    await releasePassLease(deps.sql, id, token, `${error.code}: ${message}`)
   }
   deps.logger[report.error === undefined ? 'info' : 'warn'](
     {

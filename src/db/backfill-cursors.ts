@@ -98,6 +98,17 @@ export async function completeSweep(
   if (updated.count === 0) throw new LeaseLostError(`the backfill cursor of source '${source}'`)
 }
 
+/**
+ * Drops an unfinished sweep whose page cursor the provider no longer takes (Stripe's event aged out
+ * of its 30 days, GitHub's cursor expired, the hook changed): the next pass starts the sweep again.
+ */
+export async function dropSweep(sql: postgres.Sql, source: string, token: string): Promise<void> {
+  await sql`
+    update backfill_cursors
+    set sweep_since = null, sweep_started_at = null, sweep_resume = null, updated_at = now()
+    where source = ${source} and lease_token = ${token}`
+}
+
 /** Ends a pass: frees the lease and records when it ran and how it ended. */
 export async function releasePassLease(
   sql: postgres.Sql,

@@ -340,6 +340,22 @@ describe('what the API answers', () => {
     expect(after?.leaseUntil).toBeNull()
   })
 
+  it('drops an unfinished sweep whose resume point Stripe refuses, so later passes are not stuck on it', async () => {
+    await running.database.sql`
+      update backfill_cursors
+      set sweep_since = now() - interval '1 hour', sweep_started_at = now(), sweep_resume = 'evt_aged_out'
+      where source = 'manual'`
+    const refused = await pass('manual')
+    expect(refused.error?.code).toBe('request_rejected')
+    expect(refused.error?.message).toMatch(
+      /\(400: No such event: 'evt_aged_out'\); the unfinished sweep was dropped/,
+    )
+    const next = await pass('manual')
+    expect(next.error).toBeUndefined()
+    expect(next.resumedAfter).toBeNull()
+    expect(stripe.requests.at(-1)?.query.get('starting_after')).toBeNull()
+  })
+
   it('refuses a list that is not the documented list object', async () => {
     stripe.script.push({ status: 200, body: { data: 'nope' } })
     const report = await pass('impatient')
