@@ -1,9 +1,11 @@
+import pino from 'pino'
 import { type Environment, EnvironmentError, readClientEnvironment, readEnvironment } from '../config/env.js'
 import { runningEmbeddedUrl } from '../db/embedded.js'
 import { migrateLedger } from '../db/migrate.js'
 import { createLogger } from '../logger.js'
 import { type Role, startService } from '../service/service.js'
 import { APPROVALS_USAGE, approvalsCommand } from './approvals.js'
+import { BACKFILL_USAGE, runBackfillCommand } from './backfill.js'
 import { DEFAULT_ENV_FILE, readCommandLine } from './env-file.js'
 import { parseCommandLine, reportFailure, usageError } from './errors.js'
 import { REPLAY_USAGE, runReplay } from './replay.js'
@@ -13,6 +15,7 @@ const USAGE = `usage:
   hookledger serve [--role all|api|worker] [--config PATH]   run the receiver and/or the worker
   hookledger migrate                                          apply pending ledger migrations, then exit
 ${APPROVALS_USAGE}
+${BACKFILL_USAGE}
 ${SIGN_USAGE}
 ${REPLAY_USAGE}
 
@@ -78,6 +81,12 @@ async function main(argv: string[]): Promise<number> {
     const env = readEnvironment(environment)
     await migrateLedger(await ledgerUrl(env), createLogger(env.LOG_LEVEL))
     return 0
+  }
+  if (command === 'backfill') {
+    const env = readEnvironment(environment)
+    // The report is the command's output on stdout; the log lines go to stderr beside the errors.
+    const logger = createLogger(env.LOG_LEVEL, pino.destination(2))
+    return runBackfillCommand(rest, env, () => ledgerUrl(env), { ...io, logger })
   }
   if (command === 'approvals') {
     const url = await ledgerUrl(readEnvironment(environment))

@@ -1,5 +1,13 @@
 import { readFile } from 'node:fs/promises'
 import { z } from 'zod'
+import {
+  type BackfillConfig,
+  type BackfillProvider,
+  backfillConfigSchema,
+  backfillProblems,
+  backfillProvider,
+  DEFAULT_API_BASE_URL,
+} from '../backfill/config.js'
 import { dedupKeySchema } from '../inbound/dedup-key.js'
 import { evidenceRulesSchema } from '../inbound/evidence-rules.js'
 import {
@@ -54,10 +62,19 @@ const sourceSchema = z.object({
    * `payment_intent.succeeded` carrying the operation key in its metadata). See docs/closing-the-loop.md.
    */
   evidence: evidenceRulesSchema.optional(),
+  /** Fetch back what the provider sent while this endpoint could not take it (docs/backfill.md). */
+  backfill: backfillConfigSchema.optional(),
+})
+
+const checkedSourceSchema = sourceSchema.superRefine((source, context) => {
+  if (source.backfill === undefined) return
+  for (const [field, message] of backfillProblems(source.verify.scheme, source.backfill)) {
+    context.addIssue({ code: 'custom', message, path: field === null ? ['backfill'] : ['backfill', field] })
+  }
 })
 
 export const configFileSchema = z.object({
-  sources: z.array(sourceSchema),
+  sources: z.array(checkedSourceSchema),
   server: z
     .object({
       bodyLimitBytes: z
@@ -165,6 +182,22 @@ export interface Source {
   bodyLimitBytes: number
   /** Whether a resent body under a fresh event id is a duplicate (see sourceSchema.dedupOnBody). */
   dedupOnBody: boolean
+  /** Present when the source has a backfill block. */
+  backfill?: SourceBackfill
+}
+
+/** A source's backfill, ready to run: its provider, its API and the key from the environment. */
+export interface SourceBackfill {
+  config: BackfillConfig
+  provider: BackfillProvider
+  apiBaseUrl: string
+  /** The environment variable the key is read from, for messages (never the key). */
+  credentialName: string
+  /**
+   * The API key. Required at start-up when backfill is enabled, so a missing variable stops the
+   * start; for a disabled source only when one source is built (`hookledger backfill --source`).
+   */
+  credential: string | undefined
 }
 
 export interface Config {
@@ -211,11 +244,18 @@ export function buildConfig(
       resolveSecretReference(reference, field, lookup)
     try {
       const verifier = createVerifier(source.verify, { sourceId: source.id, resolveSecret })
+      const backfill =
+        source.backfill === undefined
+          ? undefined
+          : resolveBackfill(source.backfill, source.verify.scheme, lookup, {
+              credentialRequired: source.backfill.enabled || options.onlySource === source.id,
+            })
       sources.set(source.id, {
         config: source,
         verifier,
         bodyLimitBytes: source.bodyLimitBytes ?? parsed.data.server.bodyLimitBytes,
         dedupOnBody: source.dedupOnBody ?? !eventIdIsSigned(source.verify),
+        ...(backfill === undefined ? {} : { backfill }),
       })
     } catch (error) {
       if (!(error instanceof ConfigError)) throw error
@@ -239,6 +279,32 @@ export function resolveSecretReference(
   const value = lookup(name)
   if (value === undefined) throw new ConfigError(`${field}: environment variable ${name} is not set`)
   return value
+}
+
+function resolveBackfill(
+  config: BackfillConfig,
+  scheme: string,
+  lookup: (name: string) => string | undefined,
+  options: { credentialRequired: boolean },
+): SourceBackfill {
+  const provider = backfillProvider(scheme)
+  // The schema refused every other scheme already; this keeps the type honest.
+  if (provider === undefined) throw new ConfigError(`backfill: not available for scheme '${scheme}'`)
+  const credentialName = config.credential.slice('env:'.length)
+  const credential = lookup(credentialName)
+  if (credential === undefined && options.credentialRequired) {
+    throw new ConfigError(`backfill.credential: environment variable ${credentialName} is not set`)
+  }
+  if (credential?.trim() === '') {
+    throw new ConfigError(`backfill.credential: environment variable ${credentialName} is empty`)
+  }
+  return {
+    config,
+    provider,
+    apiBaseUrl: (config.apiBaseUrl ?? DEFAULT_API_BASE_URL[provider]).replace(/\/+$/, ''),
+    credentialName,
+    credential,
+  }
 }
 
 /** Reads and validates the config file at `path`. */

@@ -10,7 +10,11 @@ export interface NewEvent {
   headers: Record<string, string>
   /** payloadHash for a source that dedups on the body too (its event id is unsigned); else absent. */
   bodyKey?: string | null
+  /** `backfill` for an event a backfill pass fetched from the provider's API; `webhook` when absent. */
+  origin?: EventOrigin
 }
+
+export type EventOrigin = 'webhook' | 'backfill'
 
 export type ClaimResult =
   | { kind: 'accepted'; id: string }
@@ -36,8 +40,8 @@ export async function claimEvents(sql: postgres.Sql, events: readonly NewEvent[]
   // The parsed body goes to inbound_event_payloads in the same statement, for the payload search.
   const inserted = await sql<Array<{ id: string; source: string; event_id: string }>>`
     with inserted as (
-    insert into inbound_events (source, event_id, event_type, payload_hash, body, headers, body_key)
-    select source, event_id, event_type, payload_hash, decode(body, 'hex'), headers::jsonb, body_key
+    insert into inbound_events (source, event_id, event_type, payload_hash, body, headers, body_key, origin)
+    select source, event_id, event_type, payload_hash, decode(body, 'hex'), headers::jsonb, body_key, origin
     from unnest(
       ${events.map((e) => e.source)}::text[],
       ${events.map((e) => e.eventId)}::text[],
@@ -45,8 +49,9 @@ export async function claimEvents(sql: postgres.Sql, events: readonly NewEvent[]
       ${events.map((e) => e.payloadHash)}::text[],
       ${events.map((e) => e.body.toString('hex'))}::text[],
       ${events.map((e) => JSON.stringify(e.headers))}::text[],
-      ${events.map((e) => e.bodyKey ?? null)}::text[]
-    ) with ordinality as input(source, event_id, event_type, payload_hash, body, headers, body_key, position)
+      ${events.map((e) => e.bodyKey ?? null)}::text[],
+      ${events.map((e) => e.origin ?? 'webhook')}::text[]
+    ) with ordinality as input(source, event_id, event_type, payload_hash, body, headers, body_key, origin, position)
     order by position
     on conflict do nothing
     returning id, source, event_id, body),
@@ -77,9 +82,16 @@ export async function claimEvents(sql: postgres.Sql, events: readonly NewEvent[]
       return event === undefined || bodyKey === null ? [] : [{ source: event.source, bodyKey }]
     })
     const existing = await sql<
-      Array<{ id: string; source: string; event_id: string; payload_hash: string; body_key: string | null }>
+      Array<{
+        id: string
+        source: string
+        event_id: string
+        payload_hash: string
+        body_key: string | null
+        origin: EventOrigin
+      }>
     >`
-      select id, source, event_id, payload_hash, body_key from inbound_events
+      select id, source, event_id, payload_hash, body_key, origin from inbound_events
       where (source, event_id) in (
         select * from unnest(
           ${unresolved.map((i) => events[i]?.source ?? '')}::text[],
@@ -103,7 +115,13 @@ export async function claimEvents(sql: postgres.Sql, events: readonly NewEvent[]
         results[index] = { kind: 'replay', id: sameBody }
       } else if (original === undefined) {
         retry.push(index) // deleted (retention) between the two statements: claim it again
-      } else if (original.payload_hash === event.payloadHash) {
+      } else if (
+        original.payload_hash === event.payloadHash ||
+        original.origin !== (event.origin ?? 'webhook')
+      ) {
+        // A webhook and a backfilled copy of one event are two renderings of it (the signed bytes,
+        // the API's JSON), so their bytes differ by nature: they meet on the provider's event id
+        // alone, which both authenticate (the signature, the authenticated API call).
         results[index] = { kind: 'duplicate', id: original.id }
       } else {
         await sql`

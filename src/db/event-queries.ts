@@ -109,6 +109,7 @@ export async function listEvents(
       lastError: inboundEvents.lastError,
       receivedAt: inboundEvents.receivedAt,
       processedAt: inboundEvents.processedAt,
+      origin: inboundEvents.origin,
     })
     .from(inboundEvents)
     .where(

@@ -57,6 +57,14 @@ export const inboundEvents = pgTable(
     leaseToken: uuid('lease_token'),
     leaseUntil: timestamptz('lease_until'),
     updatedAt: timestamptz('updated_at').notNull().defaultNow(),
+    /**
+     * How the row was authenticated: `webhook` by the delivery's signature, `backfill` by the
+     * provider's API answering an authenticated list call (src/backfill/). A backfilled row's body is
+     * the API's rendering of the event, not the bytes a webhook would carry.
+     */
+    origin: text('origin', { enum: ['webhook', 'backfill'] })
+      .notNull()
+      .default('webhook'),
   },
   (t) => [
     // The claim: concurrent deliveries of one event race on this index, never on a prior SELECT.
@@ -177,3 +185,39 @@ export const sourceDedupKeys = pgTable('source_dedup_keys', {
   definition: jsonb('definition').$type<unknown>().notNull(),
   recordedAt: timestamptz('recorded_at').notNull().defaultNow(),
 })
+
+/**
+ * Per source with backfill on: how far the provider's list has been read, the unfinished sweep a
+ * bounded pass stopped in, and the lease that lets one process at a time run a pass.
+ */
+export const backfillCursors = pgTable('backfill_cursors', {
+  source: text('source').primaryKey(),
+  /** Everything the provider created before this was listed by a completed sweep. */
+  watermark: timestamptz('watermark'),
+  /** The lower bound of a sweep a pass left unfinished (its page bound or an error stopped it). */
+  sweepSince: timestamptz('sweep_since'),
+  /** When that sweep began: its watermark once it completes. */
+  sweepStartedAt: timestamptz('sweep_started_at'),
+  /** The provider's own page cursor to continue that sweep from (Stripe's starting_after, GitHub's cursor). */
+  sweepResume: text('sweep_resume'),
+  leaseToken: uuid('lease_token'),
+  leaseUntil: timestamptz('lease_until'),
+  lastPassAt: timestamptz('last_pass_at'),
+  lastError: text('last_error'),
+  updatedAt: timestamptz('updated_at').notNull().defaultNow(),
+})
+
+/** GitHub deliveries hookledger asked to redeliver: each delivery (by its guid) is asked for once. */
+export const backfillRedeliveries = pgTable(
+  'backfill_redeliveries',
+  {
+    source: text('source').notNull(),
+    /** X-GitHub-Delivery: the ledger's event id for GitHub, shared by a delivery and its redeliveries. */
+    guid: text('guid').notNull(),
+    /** The delivery whose redelivery was asked for (GitHub's numeric id, as text). */
+    deliveryId: text('delivery_id').notNull(),
+    event: text('event'),
+    requestedAt: timestamptz('requested_at').notNull().defaultNow(),
+  },
+  (t) => [uniqueIndex('backfill_redeliveries_source_guid_uq').on(t.source, t.guid)],
+)

@@ -2,6 +2,8 @@ import type { AddressInfo } from 'node:net'
 import { type ServerType, serve } from '@hono/node-server'
 import type { Queue } from 'bullmq'
 import { sql } from 'drizzle-orm'
+import { startBackfill } from '../backfill/loop.js'
+import { backfillMetrics } from '../backfill/metrics.js'
 import { type Config, ConfigError, loadConfig } from '../config/config.js'
 import { type Environment, EnvironmentError } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
@@ -230,6 +232,15 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       })
     : undefined
   const retention = runsWorker ? startRetention({ sql: ledger.sql, config, logger }) : undefined
+  const backfill = runsWorker
+    ? startBackfill({
+        sql: ledger.sql,
+        config,
+        logger,
+        onAccepted: (id) => enqueuer.enqueue(id),
+        onReport: backfillMetrics(metrics),
+      })
+    : undefined
   if (runsWorker)
     logger.info({ role, concurrency: config.file.worker.concurrency }, 'hookledger worker started')
 
@@ -243,6 +254,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     close() {
       closing ??= (async () => {
         await new Promise<void>((resolve) => server.close(() => resolve()))
+        // Before the enqueuer drains: a pass's last claims are enqueued (or left to the relay).
+        await settlesWithin(backfill?.stop() ?? Promise.resolve(), 3000)
         await settlesWithin(enqueuer.drain(), 3000)
         await settlesWithin(relay?.stop() ?? Promise.resolve(), 3000)
         await settlesWithin(retention?.stop() ?? Promise.resolve(), 3000)

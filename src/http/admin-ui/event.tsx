@@ -32,11 +32,26 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations }) => {
       <p class="muted">
         <a href="/admin/events">« Events</a>
       </p>
+      {event.origin === 'backfill' ? (
+        <p class="notice" data-origin="backfill">
+          Fetched by backfill: this event was read from the provider's API by an authenticated list call after
+          its webhook was missed. It carries no provider signature, and its body is the API's rendering of the
+          event, not the bytes a webhook would have carried.
+        </p>
+      ) : null}
 
       <table class="facts">
         <tbody>
           <Fact name="Row id" mono value={event.id} />
           <Fact name="Type" value={event.eventType ?? '—'} />
+          <Fact
+            name="Authenticated by"
+            value={
+              event.origin === 'backfill'
+                ? "the provider's API (backfill), not a signature"
+                : "the delivery's signature (webhook)"
+            }
+          />
           <Fact name="Payload sha256" mono value={event.payloadHash} />
           <Fact name="Received" mono value={utc(event.receivedAt)} />
           <Fact name="Enqueued" mono value={utc(event.enqueuedAt)} />

@@ -97,6 +97,12 @@ export const EventsPage: FC<EventsPageProps> = ({ page, filter, sources, events,
                 <td>{event.source}</td>
                 <td class="mono">
                   <a href={`/admin/events/${event.id}`}>{event.eventId}</a>
+                  {event.origin === 'backfill' ? (
+                    <span class="muted" title="fetched from the provider's API, not a signed delivery">
+                      {' '}
+                      (backfill)
+                    </span>
+                  ) : null}
                 </td>
                 <td>{event.eventType ?? '—'}</td>
                 <td>
