@@ -8,6 +8,7 @@ import {
 } from '../inbound/verifiers/index.js'
 import { outboundSettingsSchema } from '../outbound/settings.js'
 import { ConfigError } from './errors.js'
+import { routesSchema } from './routes.js'
 
 const SOURCE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
 
@@ -25,6 +26,11 @@ const sourceSchema = z.object({
   verify: verifyConfigSchema,
   /** Absent when the handler is registered in code (`handlers: { [id]: fn }`). */
   handler: handlerConfigSchema.optional(),
+  /**
+   * Instead of one handler: each route whose filter matches gets the event, as its own operation
+   * (see src/delivery/fan-out.ts). The event is DONE when every matched route is.
+   */
+  routes: routesSchema.optional(),
   bodyLimitBytes: z
     .number()
     .int()
@@ -121,6 +127,12 @@ export const configFileSchema = z.object({
       batchSize: z.number().int().min(1).max(100_000).default(1000),
     })
     .prefault({}),
+  delivery: z
+    .object({
+      /** How often a delivery to a route disabled by a 410 Gone looks whether it was re-enabled. */
+      pausedRecheckMs: z.number().int().min(100).max(3_600_000).default(30_000),
+    })
+    .prefault({}),
   /** The outbound ledger's leases, bounded backoff, reconciliation timing and SSRF allow-list. */
   outbound: outboundSettingsSchema,
   database: z
@@ -194,6 +206,10 @@ export function buildConfig(
       continue
     }
     seenIds.add(source.id)
+    if (source.handler !== undefined && source.routes !== undefined) {
+      problems.push(`${where}: has both "handler" and "routes"; a source delivers through one of them`)
+      continue
+    }
     if (options.onlySource !== undefined && source.id !== options.onlySource) continue
     const resolveSecret = (reference: string, field: string) =>
       resolveSecretReference(reference, field, lookup)

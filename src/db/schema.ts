@@ -7,6 +7,7 @@ import {
   jsonb,
   pgEnum,
   pgTable,
+  primaryKey,
   text,
   timestamp,
   uniqueIndex,
@@ -148,4 +149,50 @@ export const adminSessions = pgTable(
     revokedAt: timestamptz('revoked_at'),
   },
   (t) => [index('admin_sessions_expires_idx').on(t.expiresAt)],
+)
+
+export const routeDeliveryStatus = pgEnum('route_delivery_status', [
+  'pending',
+  'done',
+  'failed',
+  'waiting',
+  'paused',
+])
+export type RouteDeliveryStatus = (typeof routeDeliveryStatus.enumValues)[number]
+
+/**
+ * Where each route an event matched stands. A route marked done is never run again for this event
+ * (a retry or replay runs only the routes that are not), and the admin page shows one row per route.
+ * An event that matched no route has none.
+ */
+export const eventRoutes = pgTable(
+  'event_routes',
+  {
+    eventRowId: uuid('event_row_id')
+      .notNull()
+      .references(() => inboundEvents.id, { onDelete: 'cascade' }),
+    routeId: text('route_id').notNull(),
+    status: routeDeliveryStatus('status').notNull(),
+    /** Attempts at this route that ran (a delivery that had to wait is not one). */
+    attempts: integer('attempts').notNull().default(0),
+    lastError: text('last_error'),
+    responseStatus: integer('response_status'),
+    updatedAt: timestamptz('updated_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.eventRowId, t.routeId] })],
+)
+
+/**
+ * Routes a destination turned away for good (410 Gone, as Standard Webhooks defines it): their
+ * deliveries wait, none is FAILED, until a person re-enables the route.
+ */
+export const disabledRoutes = pgTable(
+  'disabled_routes',
+  {
+    source: text('source').notNull(),
+    routeId: text('route_id').notNull(),
+    reason: text('reason').notNull(),
+    disabledAt: timestamptz('disabled_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.source, t.routeId] })],
 )

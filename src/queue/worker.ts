@@ -171,6 +171,7 @@ async function processEvent(
 /** What the handler sees of its event; `invoke` reaches the outbound ledger under the event's own key. */
 function handlerContext(deps: WorkerDependencies, row: LeasedEvent, signal: AbortSignal, logger: Logger) {
   return {
+    eventRowId: row.id,
     source: row.source,
     eventId: row.eventId,
     eventType: row.eventType,

@@ -2,6 +2,7 @@ import { type Context, Hono } from 'hono'
 import { z } from 'zod'
 import type { Database } from '../../db/client.js'
 import { findEvent, listEvents } from '../../db/event-queries.js'
+import { listEventRoutes } from '../../db/event-routes.js'
 import { listOperationsByKeyPrefix } from '../../db/operation-queries.js'
 import { replayEvent, replayFailedEvents } from '../../db/replay.js'
 import type { Logger } from '../../logger.js'
@@ -98,15 +99,16 @@ export function eventRoutes(deps: EventRouteDependencies) {
       if (detail === undefined) {
         return c.html(<MessagePage props={page('No event has that id', user)} back={ALL_EVENTS} />, 404)
       }
-      const operations = await listOperationsByKeyPrefix(
-        deps.db,
-        workflowKeyPrefix([detail.event.source, detail.event.eventId]),
-      )
+      const [operations, routes] = await Promise.all([
+        listOperationsByKeyPrefix(deps.db, workflowKeyPrefix([detail.event.source, detail.event.eventId])),
+        listEventRoutes(deps.db, detail.event.id),
+      ])
       return c.html(
         <EventPage
           page={page(`${detail.event.source} ${detail.event.eventId}`, user, c)}
           detail={detail}
           operations={operations}
+          routes={routes}
         />,
       )
     })
