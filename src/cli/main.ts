@@ -7,12 +7,14 @@ import { APPROVALS_USAGE, approvalsCommand } from './approvals.js'
 import { DEFAULT_ENV_FILE, readCommandLine } from './env-file.js'
 import { parseCommandLine, reportFailure, usageError } from './errors.js'
 import { REPLAY_USAGE, runReplay } from './replay.js'
+import { ROUTES_USAGE, routesCommand } from './routes.js'
 import { runSign, SIGN_USAGE } from './sign.js'
 
 const USAGE = `usage:
   hookledger serve [--role all|api|worker] [--config PATH]   run the receiver and/or the worker
   hookledger migrate                                          apply pending ledger migrations, then exit
 ${APPROVALS_USAGE}
+${ROUTES_USAGE}
 ${SIGN_USAGE}
 ${REPLAY_USAGE}
 
@@ -82,6 +84,10 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'approvals') {
     const url = await ledgerUrl(readEnvironment(environment))
     return approvalsCommand(rest, url, (line) => process.stdout.write(`${line}\n`))
+  }
+  if (command === 'routes') {
+    const url = await ledgerUrl(readEnvironment(environment))
+    return routesCommand(rest, url, (line) => process.stdout.write(`${line}\n`))
   }
   throw usageError(`unknown command '${command}'`)
 }

@@ -138,6 +138,16 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const metrics = createMetrics()
   addLedgerGauges(metrics, ledger.sql, queue)
   addOutboundGauges(metrics, ledger.sql)
+  // Every role: the worker guards its deliveries, the api shows the circuits on /metrics and the admin page.
+  const delivery = startDeliveryControl({
+    config,
+    redisUrl: env.REDIS_URL,
+    queuePrefix,
+    ledger,
+    logger,
+    metrics,
+    invoker: eventInvoker(outbound),
+  })
   const readiness: ReadinessCheck[] = [
     { name: 'postgres', check: () => ledger.db.execute(sql`select 1`) },
     backend.kind === 'bullmq'
@@ -164,6 +174,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           agentToken: env.AGENT_TOKEN,
           metricsToken: env.METRICS_TOKEN,
           dashboardQueues: backend.kind === 'bullmq' ? backend.queues() : undefined,
+          circuit: delivery.circuit,
         })
   const server = await new Promise<ServerType>((resolve) => {
     const started = serve(
@@ -191,21 +202,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     'hookledger listening',
   )
 
-  const delivery = runsWorker
-    ? startDeliveryControl({
-        config,
-        redisUrl: env.REDIS_URL,
-        queuePrefix,
-        ledger,
-        logger,
-        metrics,
-        invoker: eventInvoker(outbound),
-      })
-    : undefined
-  const handlers =
-    delivery === undefined
-      ? new Map<string, SourceHandler>()
-      : resolveHandlers(config, options.handlers ?? {}, delivery.fanOut)
+  const handlers = runsWorker
+    ? resolveHandlers(config, options.handlers ?? {}, delivery.fanOut)
+    : new Map<string, SourceHandler>()
   const worker = runsWorker
     ? startWorker({
         backend,
@@ -260,7 +259,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           await settlesWithin(worker.close(true), 1000)
         }
         await settlesWithin(reconciler?.close() ?? Promise.resolve(), SHUTDOWN_DRAIN_MS)
-        await settlesWithin(delivery?.close() ?? Promise.resolve(), 2000)
+        await settlesWithin(delivery.close(), 2000)
         await settlesWithin(queue.close(), 2000)
         await settlesWithin(reconcileQueue.close(), 2000)
         await backend.close()

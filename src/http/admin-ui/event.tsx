@@ -193,14 +193,6 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations, routes
   )
 }
 
-const ROUTE_BADGES: Record<EventRouteRow['status'], string> = {
-  pending: 'b-info',
-  done: 'b-ok',
-  failed: 'b-bad',
-  waiting: 'b-warn',
-  paused: 'b-warn',
-}
-
 /**
  * One row per route the event matched: done routes are never sent again, so this says which ones a
  * retry or a replay would run. Paused is a route a 410 Gone disabled; waiting is a destination limit.
@@ -227,7 +219,7 @@ const EventRoutes: FC<{ routes: readonly EventRouteRow[] }> = ({ routes }) =>
                 <a href="/admin/routes">{route.routeId}</a>
               </td>
               <td>
-                <span class={`badge ${ROUTE_BADGES[route.status]}`}>{route.status}</span>
+                <Badge status={route.status} />
               </td>
               <td>{route.attempts}</td>
               <td>{route.responseStatus ?? ''}</td>

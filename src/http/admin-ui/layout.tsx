@@ -89,7 +89,7 @@ pre.excerpt { max-height:120px; white-space:pre-wrap; overflow-wrap:anywhere; fo
 }
 `
 
-export type Section = 'overview' | 'events' | 'operations' | 'approvals' | 'queues'
+export type Section = 'overview' | 'events' | 'operations' | 'approvals' | 'routes' | 'queues'
 
 export interface PageProps {
   title: string
@@ -137,6 +137,9 @@ const Page: FC<PropsWithChildren<PageProps>> = (props) => (
               </NavLink>
               <NavLink href="/admin/approvals" on={props.section === 'approvals'}>
                 Approvals
+              </NavLink>
+              <NavLink href="/admin/routes" on={props.section === 'routes'}>
+                Routes
               </NavLink>
               <NavLink href="/admin/queues" on={props.section === 'queues'}>
                 Queues
@@ -197,6 +200,13 @@ const BADGES: Record<string, string> = {
   needs_reconciliation: 'b-warn',
   awaiting_approval: 'b-warn',
   exhausted: 'b-warn',
+  // Routes and their destinations' circuits.
+  waiting: 'b-warn',
+  paused: 'b-warn',
+  disabled: 'b-bad',
+  closed: 'b-ok',
+  half_open: 'b-warn',
+  open: 'b-bad',
 }
 
 /** One labelled fact of a detail page, as a table row. */
