@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises'
+import { Webhook } from 'standardwebhooks'
 import { z } from 'zod'
 import {
   createVerifier,
@@ -7,6 +8,7 @@ import {
   verifyConfigSchema,
 } from '../inbound/verifiers/index.js'
 import { outboundSettingsSchema } from '../outbound/settings.js'
+import { type AlertChannelConfig, alertsSchema } from './alerts.js'
 import { ConfigError } from './errors.js'
 import { routesSchema } from './routes.js'
 
@@ -133,6 +135,8 @@ export const configFileSchema = z.object({
       pausedRecheckMs: z.number().int().min(100).max(3_600_000).default(30_000),
     })
     .prefault({}),
+  /** Where alerts go (Standard Webhooks-signed webhook, Slack) and which conditions raise them. */
+  alerts: alertsSchema,
   /** The outbound ledger's leases, bounded backoff, reconciliation timing and SSRF allow-list. */
   outbound: outboundSettingsSchema,
   database: z
@@ -170,6 +174,8 @@ export interface Source {
 export interface Config {
   file: ConfigFile
   sources: ReadonlyMap<string, Source>
+  /** The alert channels with their secrets and URLs resolved (`env:NAME` looked up). */
+  alertChannels: readonly AlertChannelConfig[]
 }
 
 export interface BuildOptions {
@@ -226,10 +232,41 @@ export function buildConfig(
       problems.push(`${where}: ${error.message}`)
     }
   }
+  const alertChannels =
+    options.onlySource === undefined ? resolveAlertChannels(parsed.data, lookup, problems) : []
   if (problems.length > 0) {
     throw new ConfigError(`invalid config:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
   }
-  return { file: parsed.data, sources }
+  return { file: parsed.data, sources, alertChannels }
+}
+
+/** Each channel with its `env:` references looked up and its signing secret checked, or a problem. */
+function resolveAlertChannels(
+  file: ConfigFile,
+  lookup: (name: string) => string | undefined,
+  problems: string[],
+): AlertChannelConfig[] {
+  return file.alerts.channels.flatMap((channel): AlertChannelConfig[] => {
+    const where = `alerts channel '${channel.id}'`
+    try {
+      if (channel.type === 'slack') {
+        const url = resolveSecretReference(channel.url, 'url', lookup)
+        if (!/^https?:\/\//.test(url)) throw new ConfigError('url: must be an http:// or https:// URL')
+        return [{ ...channel, url }]
+      }
+      const secret = resolveSecretReference(channel.secret, 'secret', lookup)
+      try {
+        new Webhook(secret)
+      } catch {
+        throw new ConfigError('secret: must be a Standard Webhooks secret (whsec_ and base64)')
+      }
+      return [{ ...channel, secret }]
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error
+      problems.push(`${where}: ${error.message}`)
+      return []
+    }
+  })
 }
 
 /** A secret as the config file names it: `env:NAME` is looked up, anything else is the value itself. */

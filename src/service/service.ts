@@ -2,6 +2,7 @@ import type { AddressInfo } from 'node:net'
 import { type ServerType, serve } from '@hono/node-server'
 import type { Queue } from 'bullmq'
 import { sql } from 'drizzle-orm'
+import { circuitOpenAlert, createAlertMonitor, routeDisabledAlert } from '../alerts/monitor.js'
 import { type Config, loadConfig } from '../config/config.js'
 import { type Environment, EnvironmentError } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
@@ -138,6 +139,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const metrics = createMetrics()
   addLedgerGauges(metrics, ledger.sql, queue)
   addOutboundGauges(metrics, ledger.sql)
+  const alerts = runsWorker ? createAlertMonitor({ config, sql: ledger.sql, outbound, logger }) : undefined
   // Every role: the worker guards its deliveries, the api shows the circuits on /metrics and the admin page.
   const delivery = startDeliveryControl({
     config,
@@ -147,7 +149,13 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     logger,
     metrics,
     invoker: eventInvoker(outbound),
+    events: {
+      onRouteDisabled: (source, route, reason) => alerts?.notify(routeDisabledAlert(source, route, reason)),
+      onCircuitOpen: (id, coolDownMs) =>
+        alerts?.notify(circuitOpenAlert(id, new Date(Date.now() + coolDownMs))),
+    },
   })
+  alerts?.start(delivery)
   const readiness: ReadinessCheck[] = [
     { name: 'postgres', check: () => ledger.db.execute(sql`select 1`) },
     backend.kind === 'bullmq'
@@ -259,6 +267,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           await settlesWithin(worker.close(true), 1000)
         }
         await settlesWithin(reconciler?.close() ?? Promise.resolve(), SHUTDOWN_DRAIN_MS)
+        await settlesWithin(alerts?.stop() ?? Promise.resolve(), 5000)
         await settlesWithin(delivery.close(), 2000)
         await settlesWithin(queue.close(), 2000)
         await settlesWithin(reconcileQueue.close(), 2000)
