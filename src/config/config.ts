@@ -10,7 +10,7 @@ import {
 import { outboundSettingsSchema } from '../outbound/settings.js'
 import { type AlertChannelConfig, alertsSchema } from './alerts.js'
 import { ConfigError } from './errors.js'
-import { routesSchema } from './routes.js'
+import { orderingKeySchema, routesSchema } from './routes.js'
 
 const SOURCE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
 
@@ -33,6 +33,11 @@ const sourceSchema = z.object({
    * (see src/delivery/fan-out.ts). The event is DONE when every matched route is.
    */
   routes: routesSchema.optional(),
+  /**
+   * Events whose body has the same value at this JSON pointer are processed one at a time, in the
+   * order they were received; a failing one holds back only the events with its key.
+   */
+  orderingKey: orderingKeySchema.optional(),
   bodyLimitBytes: z
     .number()
     .int()
@@ -133,6 +138,8 @@ export const configFileSchema = z.object({
     .object({
       /** How often a delivery to a route disabled by a 410 Gone looks whether it was re-enabled. */
       pausedRecheckMs: z.number().int().min(100).max(3_600_000).default(30_000),
+      /** How often an event held back by its ordering key looks whether the one before it is done. */
+      orderingRecheckMs: z.number().int().min(50).max(600_000).default(1000),
     })
     .prefault({}),
   /** Where alerts go (Standard Webhooks-signed webhook, Slack) and which conditions raise them. */

@@ -7,6 +7,14 @@ export const jsonPointerSchema = z
   .string()
   .regex(/^(\/([^~/]|~[01])*)*$/, 'must be a JSON pointer such as "/data/object/customer" ("~1" for "/")')
 
+/**
+ * An ordering key: a JSON pointer through the body's objects (`/data/object/customer`). Events
+ * whose value there is the same are processed one at a time, in the order they were received.
+ */
+export const orderingKeySchema = jsonPointerSchema.refine((pointer) => pointer !== '', {
+  message: 'must point inside the body (the whole body cannot be an ordering key)',
+})
+
 const conditionSchema = z
   .object({
     path: jsonPointerSchema,
@@ -86,6 +94,8 @@ export const routeSchema = z
     forward: routeForwardSchema.optional(),
     /** The name of a handler registered in code (`handlers: { [name]: fn }`). */
     handler: z.string().min(1).max(100).optional(),
+    /** Deliveries to this route of events with the same value here go one at a time, in received order. */
+    orderingKey: orderingKeySchema.optional(),
   })
   .strict()
   .superRefine((route, ctx) => {

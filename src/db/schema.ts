@@ -1,11 +1,13 @@
 import { sql } from 'drizzle-orm'
 import {
+  bigint,
   bigserial,
   customType,
   index,
   integer,
   jsonb,
   pgEnum,
+  pgSequence,
   pgTable,
   primaryKey,
   text,
@@ -26,6 +28,9 @@ export const deployment = pgTable('deployment', {
 
 export const eventStatus = pgEnum('event_status', ['pending', 'processing', 'done', 'failed'])
 export type EventStatus = (typeof eventStatus.enumValues)[number]
+
+/** Numbers events in the order their claims were inserted: the "received order" of ordering keys. */
+export const inboundEventsReceivedSeq = pgSequence('inbound_events_received_seq')
 
 export const inboundEvents = pgTable(
   'inbound_events',
@@ -51,6 +56,13 @@ export const inboundEvents = pgTable(
     replays: integer('replays').notNull().default(0),
     lastError: text('last_error'),
     receivedAt: timestamptz('received_at').notNull().defaultNow(),
+    /**
+     * The order in which events were received, also within one claim batch (whose rows share
+     * received_at). Null for rows received before migration 0005; those order by received_at.
+     */
+    receivedSeq: bigint('received_seq', { mode: 'number' }).default(
+      sql`nextval('inbound_events_received_seq')`,
+    ),
     /** Set once a job for the row is known to be in the queue; the relay looks for rows without it. */
     enqueuedAt: timestamptz('enqueued_at'),
     nextAttemptAt: timestamptz('next_attempt_at'),

@@ -76,6 +76,10 @@ export function startDeliveryControl(deps: {
       guard,
       invoker: deps.invoker,
       pausedRecheckMs: config.file.delivery.pausedRecheckMs,
+      ordering: {
+        recheckMs: config.file.delivery.orderingRecheckMs,
+        failedHeadRecheckMs: config.file.delivery.pausedRecheckMs,
+      },
       ...(deps.events?.onRouteDisabled === undefined ? {} : { onRouteDisabled: deps.events.onRouteDisabled }),
     },
     destinations,

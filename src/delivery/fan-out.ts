@@ -28,6 +28,7 @@ import {
 import type { InvokeOutcome } from '../outbound/outcomes.js'
 import { compileFilter, type EventFilter } from './filter.js'
 import type { DeliveryVerdict, Destination, DestinationGuard } from './guard.js'
+import { compileOrderingKey, type OrderingSettings, waitForOrder } from './ordering.js'
 
 export interface FanOutDependencies {
   db: Database
@@ -37,6 +38,8 @@ export interface FanOutDependencies {
   invoker: EventInvoker
   /** How long a delivery to a disabled route waits before it looks again. */
   pausedRecheckMs: number
+  /** How soon a delivery held back by its ordering key looks again. */
+  ordering: OrderingSettings
   /** A 410 Gone just disabled this route (called once, by the worker that disabled it). */
   onRouteDisabled?: (source: string, routeId: string, reason: string) => void
 }
@@ -108,19 +111,45 @@ function compileRoute(
   codeHandlers: ReadonlyMap<string, EventHandler>,
 ): CompiledRoute {
   const matches = compileFilter(route.filter)
+  const run = routeRunner(deps, source, route, codeHandlers)
+  if (route.orderingKey === undefined) return { id: route.id, matches, run }
+  const key = compileOrderingKey(route.orderingKey)
+  return {
+    id: route.id,
+    matches,
+    run: async (context) => {
+      try {
+        await waitForOrder(deps.sql, key, context, deps.ordering, route.id)
+      } catch (error) {
+        if (!(error instanceof RetryLaterError)) throw error
+        return {
+          routeId: route.id,
+          status: 'waiting',
+          retryAfterMs: error.retryAfterMs,
+          reason: `route '${route.id}' ${error.message}`,
+        }
+      }
+      return run(context)
+    },
+  }
+}
+
+function routeRunner(
+  deps: FanOutDependencies,
+  source: string,
+  route: RouteConfig,
+  codeHandlers: ReadonlyMap<string, EventHandler>,
+): CompiledRoute['run'] {
   if (route.forward !== undefined) {
     const forward = route.forward
     const destination: Destination = { id: `${source}/${route.id}`, limits: forward }
-    return {
-      id: route.id,
-      matches,
-      run: (context) => runForward(deps, route.id, forward, destination, context),
-    }
+    return (context) => runForward(deps, route.id, forward, destination, context)
   }
   const handler = route.handler === undefined ? undefined : codeHandlers.get(route.handler)
-  if (handler === undefined)
+  if (handler === undefined) {
     throw new TypeError(`route '${route.id}': handler '${route.handler}' is not registered`)
-  return { id: route.id, matches, run: (context) => runCode(deps, route.id, handler, context) }
+  }
+  return (context) => runCode(deps, route.id, handler, context)
 }
 
 async function runForward(

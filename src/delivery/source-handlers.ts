@@ -2,6 +2,7 @@ import { type Config, ConfigError } from '../config/config.js'
 import { forwardDelivery } from '../handlers/forward.js'
 import type { EventHandler, SourceHandler } from '../handlers/types.js'
 import { type FanOutDependencies, routesHandler } from './fan-out.js'
+import { compileOrderingKey, orderedHandler } from './ordering.js'
 
 /**
  * Each source's handler: one registered in code under the source's id, the config's `handler`, or
@@ -58,6 +59,14 @@ export function resolveHandlers(
       problems.push(
         `source '${id}': handler: none configured (add "handler" or "routes" to the source, or register one in code)`,
       )
+    }
+  }
+  if (fanOut !== undefined) {
+    for (const [id, handler] of handlers) {
+      const pointer = config.sources.get(id)?.config.orderingKey
+      if (pointer !== undefined) {
+        handlers.set(id, orderedHandler(handler, compileOrderingKey(pointer), fanOut.sql, fanOut.ordering))
+      }
     }
   }
   if (problems.length > 0)

@@ -2,6 +2,7 @@ import type { FC } from 'hono/jsx'
 import type { EventDetail } from '../../db/event-queries.js'
 import type { EventRouteRow } from '../../db/event-routes.js'
 import type { OperationRow } from '../../db/operation-rows.js'
+import type { OrderingHead } from '../../db/ordering.js'
 import { Badge, CsrfField, Fact, LastError, Layout, type PageProps, utc } from './layout.js'
 import { duration } from './operation.js'
 
@@ -11,10 +12,12 @@ export interface EventPageProps {
   operations: readonly OperationRow[]
   /** The routes the event matched (a source with `routes`); empty for a single handler. */
   routes: readonly EventRouteRow[]
+  /** The earlier event with the same ordering key that holds this one back. */
+  blockedBy?: (OrderingHead & { pointer: string }) | undefined
 }
 
 /** One event: what arrived (headers, exact body), what the worker did with it, and what it caused. */
-export const EventPage: FC<EventPageProps> = ({ page, detail, operations, routes }) => {
+export const EventPage: FC<EventPageProps> = ({ page, detail, operations, routes, blockedBy }) => {
   const { event, attempts, replays } = detail
   return (
     <Layout {...page}>
@@ -35,6 +38,17 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations, routes
       <p class="muted">
         <a href="/admin/events">« Events</a>
       </p>
+
+      {blockedBy === undefined ? null : (
+        <div class="notice bad" role="status">
+          Held back by its ordering key ({blockedBy.pointer}): event{' '}
+          <a href={`/admin/events/${blockedBy.id}`} class="mono">
+            {blockedBy.eventId}
+          </a>{' '}
+          came first and is {blockedBy.status.toUpperCase()}
+          {blockedBy.status === 'failed' ? '; replay it to let the events behind it go.' : '.'}
+        </div>
+      )}
 
       <table class="facts">
         <tbody>
