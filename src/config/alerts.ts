@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { uniqueIds } from './routes.js'
 
 const CHANNEL_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
 const url = z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
@@ -32,22 +33,7 @@ export const alertsSchema = z
   .object({
     /** The admin page's public base URL (`https://hooks.example.com`), so an alert links to it. */
     adminUrl: url.optional(),
-    channels: z
-      .array(channelSchema)
-      .default([])
-      .superRefine((channels, ctx) => {
-        const seen = new Set<string>()
-        channels.forEach((channel, index) => {
-          if (seen.has(channel.id)) {
-            ctx.addIssue({
-              code: 'custom',
-              path: [index, 'id'],
-              message: `channel id '${channel.id}' is used twice`,
-            })
-          }
-          seen.add(channel.id)
-        })
-      }),
+    channels: z.array(channelSchema).default([]).superRefine(uniqueIds('channel')),
     /** One alert per condition and subject within each window of this length. */
     windowMs: z
       .number()

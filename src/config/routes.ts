@@ -106,15 +106,21 @@ export const routeSchema = z
 
 export type RouteConfig = z.infer<typeof routeSchema>
 
-export const routesSchema = z
-  .array(routeSchema)
-  .min(1)
-  .superRefine((routes, ctx) => {
+export const routesSchema = z.array(routeSchema).min(1).superRefine(uniqueIds('route'))
+
+/** A list's refinement: every entry's `id` differs, or the second of two is named. */
+export function uniqueIds(what: string) {
+  return (entries: ReadonlyArray<{ id: string }>, ctx: z.RefinementCtx) => {
     const seen = new Set<string>()
-    routes.forEach((route, index) => {
-      if (seen.has(route.id)) {
-        ctx.addIssue({ code: 'custom', path: [index, 'id'], message: `route id '${route.id}' is used twice` })
+    entries.forEach((entry, index) => {
+      if (seen.has(entry.id)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [index, 'id'],
+          message: `${what} id '${entry.id}' is used twice`,
+        })
       }
-      seen.add(route.id)
+      seen.add(entry.id)
     })
-  })
+  }
+}

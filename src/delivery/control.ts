@@ -43,28 +43,28 @@ export function startDeliveryControl(deps: {
       route.forward === undefined ? [] : [{ id: `${source.config.id}/${route.id}`, limits: route.forward }],
     ),
   )
-  if (destinations.length > 0) {
-    addGauge(deps.metrics, {
+  const circuitGauges = [
+    {
       name: 'hookledger_destination_circuit_open',
       help: 'Whether the circuit breaker of a route destination is open (1, also half-open) or closed (0)',
-      labelNames: ['destination'],
-      read: async () =>
-        Promise.all(
-          destinations.map(async ({ id }) => ({
-            labels: { destination: id },
-            value: (await guard.circuit(id)).state === 'closed' ? 0 : 1,
-          })),
-        ),
-    })
-    addGauge(deps.metrics, {
+      value: (view: CircuitView) => (view.state === 'closed' ? 0 : 1),
+    },
+    {
       name: 'hookledger_destination_consecutive_failures',
       help: 'Consecutive failed deliveries (timeouts, 5xx, connection errors) to a route destination',
+      value: (view: CircuitView) => view.failures,
+    },
+  ]
+  for (const gauge of destinations.length > 0 ? circuitGauges : []) {
+    addGauge(deps.metrics, {
+      name: gauge.name,
+      help: gauge.help,
       labelNames: ['destination'],
-      read: async () =>
+      read: () =>
         Promise.all(
           destinations.map(async ({ id }) => ({
             labels: { destination: id },
-            value: (await guard.circuit(id)).failures,
+            value: gauge.value(await guard.circuit(id)),
           })),
         ),
     })

@@ -1,21 +1,19 @@
 import { createServer, type IncomingHttpHeaders } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Webhook } from 'standardwebhooks'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { buildConfig } from '../../src/config/config.js'
 import { HandlerError } from '../../src/handlers/types.js'
 import { seedPendingApproval } from '../admin/seed.js'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from '../support/service.js'
-import { signedHeaders, TEST_SECRET } from '../support/signing.js'
+import { deliverEvent, useDeliveryTest } from '../support/delivery.js'
+import { FAST_RELAY, FAST_WORKER } from '../support/service.js'
+import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 
 const ALERT_SECRET = 'whsec_YWxlcnRzLXNpZ25lZC1ieS1ob29rbGVkZ2VyLWZvci10ZXN0cw=='
 const ADMIN_URL = 'https://hooks.example.test'
 
-let database: TestDatabase
-let running: TestService | undefined
-const closers: Array<() => Promise<void>> = []
+const t = useDeliveryTest()
 
 interface Received {
   verified: boolean
@@ -51,27 +49,8 @@ async function startAlertReceiver(verifyWith: string | undefined) {
     })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  closers.push(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  t.closeAfter(() => new Promise<void>((resolve) => server.close(() => resolve())))
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/alerts`, received }
-}
-
-beforeAll(async () => {
-  database = await createTestDatabase()
-})
-afterAll(async () => {
-  await running?.close()
-  for (const close of closers.splice(0)) await close()
-  await database.drop()
-})
-
-async function deliver(url: string, source: string, id: string) {
-  const body = JSON.stringify({ type: 'order.created', id })
-  const response = await fetch(`${url}/webhooks/${source}`, {
-    method: 'POST',
-    body,
-    headers: signedHeaders(body, { id }),
-  })
-  expect(response.status).toBe(200)
 }
 
 const verify = { scheme: 'standard-webhooks', secrets: [TEST_SECRET] }
@@ -91,9 +70,8 @@ describe('alerts', () => {
     const slack = await startAlertReceiver(undefined)
     const gone = await startSink(() => ({ status: 410 }))
     const down = await startSink(() => ({ status: 503 }))
-    closers.push(gone.close, down.close)
-    running = await startTestService({
-      database,
+    t.closeAfter(gone.close, down.close)
+    const service = await t.start({
       env: { ALERT_SECRET },
       config: buildConfig(
         {
@@ -136,15 +114,16 @@ describe('alerts', () => {
         },
       },
     })
-    const url = running.url
-    await deliver(url, 'gone', 'evt_alert_gone_1')
-    await deliver(url, 'gone', 'evt_alert_gone_2')
-    await deliver(url, 'down', 'evt_alert_down_1')
-    await deliver(url, 'crash', 'evt_alert_crash_1')
-    await deliver(url, 'crash', 'evt_alert_crash_2')
-    const { approvalId } = await seedPendingApproval(database.db, 'alerts-test:charge', { amount: 5 })
-    await database.sql`update approvals set created_at = now() - interval '2 hours' where id = ${approvalId}`
-    await database.sql`
+    const url = service.url
+    await deliverEvent(url, 'gone', 'evt_alert_gone_1')
+    await deliverEvent(url, 'gone', 'evt_alert_gone_2')
+    await deliverEvent(url, 'down', 'evt_alert_down_1')
+    await deliverEvent(url, 'crash', 'evt_alert_crash_1')
+    await deliverEvent(url, 'crash', 'evt_alert_crash_2')
+    const { approvalId } = await seedPendingApproval(t.database.db, 'alerts-test:charge', { amount: 5 })
+    await t.database
+      .sql`update approvals set created_at = now() - interval '2 hours' where id = ${approvalId}`
+    await t.database.sql`
       insert into operations (operation_key, tool, effect_class, payload_hash, args, status, attempts, last_error)
       values ('alerts-test:ship', 'ship', 'irreversible', 'x', '{}', 'needs_reconciliation', 1, 'socket hang up')`
 
@@ -187,33 +166,23 @@ describe('alerts', () => {
     expect(texts.some((text) => text.includes('Route gone/old is disabled'))).toBe(true)
     expect(texts.every((text) => text.includes(`<${ADMIN_URL}/admin`))).toBe(true)
     // Nothing FAILED but the events of the failing code route.
-    const failed =
-      await database.sql`select source from inbound_events where status = 'failed' order by source`
+    const failed = await t.database
+      .sql`select source from inbound_events where status = 'failed' order by source`
     expect(failed.map((row) => row.source)).toEqual(['crash', 'crash'])
   }, 90_000)
 
   it('refuses a webhook channel whose secret is not a Standard Webhooks secret, at start-up', () => {
-    expect(() =>
+    const withSecret = (secret: string) => () =>
       buildConfig(
         {
           sources: [{ id: 'a', verify, routes: [{ id: 'r', forward: { url: 'http://127.0.0.1:9/' } }] }],
-          alerts: {
-            channels: [{ type: 'webhook', id: 'ops', url: 'http://127.0.0.1:9/', secret: 'env:MISSING' }],
-          },
+          alerts: { channels: [{ type: 'webhook', id: 'ops', url: 'http://127.0.0.1:9/', secret }] },
         },
         () => undefined,
-      ),
-    ).toThrow(/alerts channel 'ops': secret: environment variable MISSING is not set/)
-    expect(() =>
-      buildConfig(
-        {
-          sources: [{ id: 'a', verify, routes: [{ id: 'r', forward: { url: 'http://127.0.0.1:9/' } }] }],
-          alerts: {
-            channels: [{ type: 'webhook', id: 'ops', url: 'http://127.0.0.1:9/', secret: 'whsec_!!' }],
-          },
-        },
-        () => undefined,
-      ),
-    ).toThrow(/alerts channel 'ops': secret: must be a Standard Webhooks secret/)
+      )
+    expect(withSecret('env:MISSING')).toThrow(
+      /alerts channel 'ops': secret: environment variable MISSING is not set/,
+    )
+    expect(withSecret('whsec_!!')).toThrow(/alerts channel 'ops': secret: must be a Standard Webhooks secret/)
   })
 })

@@ -1,30 +1,16 @@
 import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { buildConfig, type Config } from '../../src/config/config.js'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from '../support/service.js'
-import { signedHeaders, TEST_SECRET } from '../support/signing.js'
+import { adminCookie, deliverEvent, statusCounts, useDeliveryTest } from '../support/delivery.js'
+import { FAST_RELAY, FAST_WORKER } from '../support/service.js'
+import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 
 const run = promisify(execFile)
 const ADMIN_TOKEN = 'admin-token-for-the-circuit-tests'
 
-let database: TestDatabase
-let running: TestService | undefined
-const closers: Array<() => Promise<void>> = []
-
-beforeAll(async () => {
-  database = await createTestDatabase()
-})
-afterEach(async () => {
-  await running?.close()
-  running = undefined
-  for (const close of closers.splice(0)) await close()
-})
-afterAll(async () => {
-  await database.drop()
-})
+const t = useDeliveryTest()
 
 function config(source: string, routes: unknown[], extra: Record<string, unknown> = {}): Config {
   return buildConfig(
@@ -38,22 +24,7 @@ function config(source: string, routes: unknown[], extra: Record<string, unknown
   )
 }
 
-async function deliver(url: string, source: string, id: string) {
-  const body = JSON.stringify({ type: 'order.created', id })
-  const response = await fetch(`${url}/webhooks/${source}`, {
-    method: 'POST',
-    body,
-    headers: signedHeaders(body, { id }),
-  })
-  expect(response.status).toBe(200)
-  return ((await response.json()) as { id: string }).id
-}
-
-async function statuses(source: string) {
-  const rows = await database.sql<Array<{ status: string; n: number }>>`
-    select status::text, count(*)::int as n from inbound_events where source = ${source} group by status order by 1`
-  return Object.fromEntries(rows.map((row) => [row.status, row.n]))
-}
+const statuses = (source: string) => statusCounts(t.database.sql, source)
 
 async function metric(url: string, name: string): Promise<string | undefined> {
   const text = await (await fetch(`${url}/metrics`)).text()
@@ -64,9 +35,8 @@ describe('circuit breaker', () => {
   it('opens after consecutive failures, stops spending attempts, and closes when the destination recovers', async () => {
     let healthy = false
     const destination = await startSink(() => ({ status: healthy ? 200 : 503 }))
-    closers.push(destination.close)
-    running = await startTestService({
-      database,
+    t.closeAfter(destination.close)
+    const service = await t.start({
       config: config('cb', [
         {
           id: 'flaky',
@@ -74,8 +44,8 @@ describe('circuit breaker', () => {
         },
       ]),
     })
-    const url = running.url
-    await Promise.all(Array.from({ length: 10 }, (_, i) => deliver(url, 'cb', `evt_cb_${i}`)))
+    const url = service.url
+    await Promise.all(Array.from({ length: 10 }, (_, i) => deliverEvent(url, 'cb', `evt_cb_${i}`)))
     await expect
       .poll(() => metric(url, 'hookledger_destination_circuit_open{destination="cb/flaky"}'), {
         timeout: 15_000,
@@ -88,9 +58,12 @@ describe('circuit breaker', () => {
     const whileOpen = destination.received.length - atOpen
     expect(whileOpen).toBeLessThanOrEqual(3)
     expect((await statuses('cb')).failed).toBeUndefined()
-    const [spent] = await database.sql<Array<{ n: number }>>`
-      select coalesce(sum(e.attempts), 0)::int as n from inbound_events e where e.source = 'cb'`
+    // Each attempt spent is a send that reached the destination: waiting on the circuit spent none.
+    const [spent] = await t.database.sql<Array<{ n: number }>>`
+      select count(*)::int as n from event_attempts a join inbound_events e on e.id = a.event_row_id
+      where e.source = 'cb' and a.outcome = 'error'`
     expect(spent?.n).toBeLessThanOrEqual(destination.received.length)
+    expect(destination.received.length).toBeLessThanOrEqual(12)
 
     healthy = true
     await expect.poll(() => statuses('cb'), { timeout: 20_000 }).toEqual({ done: 10 })
@@ -108,9 +81,8 @@ describe('410 Gone', () => {
     let gone = true
     const destination = await startSink(() => ({ status: gone ? 410 : 200 }))
     const other = await startSink(() => ({ status: 200 }))
-    closers.push(destination.close, other.close)
-    running = await startTestService({
-      database,
+    t.closeAfter(destination.close, other.close)
+    const service = await t.start({
       env: { ADMIN_TOKEN },
       config: config(
         'gone',
@@ -121,19 +93,19 @@ describe('410 Gone', () => {
         { delivery: { pausedRecheckMs: 300 } },
       ),
     })
-    const url = running.url
-    await deliver(url, 'gone', 'evt_gone_1')
+    const url = service.url
+    await deliverEvent(url, 'gone', 'evt_gone_1')
     await expect
-      .poll(() => database.sql`select source, route_id, reason from disabled_routes`, { timeout: 15_000 })
+      .poll(() => t.database.sql`select source, route_id, reason from disabled_routes`, { timeout: 15_000 })
       .toEqual([{ source: 'gone', route_id: 'old', reason: `${destination.url} answered 410 Gone` }])
-    await deliver(url, 'gone', 'evt_gone_2')
+    await deliverEvent(url, 'gone', 'evt_gone_2')
     await expect.poll(() => other.received.length, { timeout: 15_000 }).toBe(2)
     // Paused, rechecked every 300 ms for a second and a half: no FAILED event, no attempt used up,
     // and the disabled destination is not sent anything more.
     await new Promise((resolve) => setTimeout(resolve, 1500))
     expect(destination.received).toHaveLength(1)
     expect(await statuses('gone')).toEqual({ pending: 2 })
-    const routes = await database.sql<Array<{ route_id: string; status: string }>>`
+    const routes = await t.database.sql<Array<{ route_id: string; status: string }>>`
       select route_id, r.status::text from event_routes r join inbound_events e on e.id = r.event_row_id
       where e.source = 'gone' order by e.event_id, route_id`
     expect(routes.map((r) => `${r.route_id}:${r.status}`)).toEqual([
@@ -142,26 +114,20 @@ describe('410 Gone', () => {
       'old:paused',
       'other:done',
     ])
-    const [attempts] = await database.sql<Array<{ n: number }>>`
+    const [attempts] = await t.database.sql<Array<{ n: number }>>`
       select count(*)::int as n from event_attempts a join inbound_events e on e.id = a.event_row_id
       where e.source = 'gone' and a.outcome = 'error'`
     expect(attempts?.n).toBe(0)
 
     // The admin page shows it disabled, with an Enable button.
-    const login = await fetch(`${url}/admin/login`, {
-      method: 'POST',
-      redirect: 'manual',
-      body: new URLSearchParams({ name: 'ana', token: ADMIN_TOKEN }),
-      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: url },
-    })
-    const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
+    const cookie = await adminCookie(url, ADMIN_TOKEN)
     const routesPage = await (await fetch(`${url}/admin/routes`, { headers: { cookie } })).text()
     expect(routesPage).toContain('gone/old')
     expect(routesPage).toContain(`${destination.url} answered 410 Gone`)
     expect(routesPage).toContain('action="/admin/routes/gone/old/enable"')
 
     // The CLI lists it and re-enables it; the paused deliveries go out.
-    const env = { ...process.env, DATABASE_URL: database.url, LOG_LEVEL: 'silent' }
+    const env = { ...process.env, DATABASE_URL: t.database.url, LOG_LEVEL: 'silent' }
     const listed = await run(process.execPath, ['bin/hookledger.js', 'routes', 'disabled'], { env })
     expect(listed.stdout).toContain(`gone/old  since `)
     gone = false
@@ -178,20 +144,14 @@ describe('410 Gone', () => {
   }, 60_000)
 
   it('re-enables from the admin page', async () => {
-    await database.sql`insert into disabled_routes (source, route_id, reason) values ('gone2', 'old', 'test')`
-    running = await startTestService({
-      database,
+    await t.database
+      .sql`insert into disabled_routes (source, route_id, reason) values ('gone2', 'old', 'test')`
+    const service = await t.start({
       env: { ADMIN_TOKEN },
       config: config('gone2', [{ id: 'old', forward: { url: 'http://127.0.0.1:9/unused' } }]),
     })
-    const url = running.url
-    const login = await fetch(`${url}/admin/login`, {
-      method: 'POST',
-      redirect: 'manual',
-      body: new URLSearchParams({ name: 'ana', token: ADMIN_TOKEN }),
-      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: url },
-    })
-    const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
+    const url = service.url
+    const cookie = await adminCookie(url, ADMIN_TOKEN)
     const html = await (await fetch(`${url}/admin/routes`, { headers: { cookie } })).text()
     const csrf = /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? ''
     const enable = await fetch(`${url}/admin/routes/gone2/old/enable`, {
@@ -201,7 +161,7 @@ describe('410 Gone', () => {
       headers: { 'content-type': 'application/x-www-form-urlencoded', origin: url, cookie },
     })
     expect(enable.status).toBe(303)
-    expect(await database.sql`select * from disabled_routes`).toEqual([])
+    expect(await t.database.sql`select * from disabled_routes`).toEqual([])
     const after = await (
       await fetch(`${url}${enable.headers.get('location')}`, { headers: { cookie } })
     ).text()

@@ -2,40 +2,29 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildConfig } from '../../src/config/config.js'
-import { type Child, startChild } from '../support/child.js'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { startChild } from '../support/child.js'
+import { deliverEvent, statusCounts, useDeliveryTest } from '../support/delivery.js'
 import { testRedisUrl } from '../support/env.js'
-import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from '../support/service.js'
+import { FAST_RELAY, FAST_WORKER } from '../support/service.js'
 import { signedHeaders, TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 import { uniquePrefix } from '../support/stack.js'
 
-let database: TestDatabase
+const t = useDeliveryTest()
 let directory: string
-let running: TestService | undefined
-const children: Child[] = []
-const closers: Array<() => Promise<void>> = []
 
 beforeAll(async () => {
-  database = await createTestDatabase()
   directory = await mkdtemp(join(tmpdir(), 'hookledger-limits-'))
 })
-afterEach(async () => {
-  await Promise.all(children.splice(0).map((child) => child.kill('SIGTERM')))
-  await running?.close()
-  running = undefined
-  for (const close of closers.splice(0)) await close()
-})
 afterAll(async () => {
-  await database.drop()
   await rm(directory, { recursive: true, force: true })
 })
 
 const verify = { scheme: 'standard-webhooks', secrets: [TEST_SECRET] }
 
-async function deliver(
+async function _deliver(
   url: string,
   id: string,
   payload: Record<string, unknown> = { type: 'order.created' },
@@ -50,8 +39,8 @@ async function deliver(
   return ((await response.json()) as { id: string }).id
 }
 
-async function eventCounts(source: string) {
-  return database.sql<Array<{ status: string; n: number }>>`
+async function _eventCounts(source: string) {
+  return t.database.sql<Array<{ status: string; n: number }>>`
     select status::text, count(*)::int as n from inbound_events where source = ${source} group by status`
 }
 
@@ -76,7 +65,7 @@ describe('destination limits', () => {
       ids.add(String(request.headers['x-hookledger-event-id']))
       return { status: 200 }
     })
-    closers.push(destination.close)
+    t.closeAfter(destination.close)
     const config = join(directory, 'rate.json')
     await writeFile(
       config,
@@ -93,16 +82,18 @@ describe('destination limits', () => {
         queue: { prefix: uniquePrefix() },
       }),
     )
-    const env = { DATABASE_URL: database.url, REDIS_URL: testRedisUrl(), HOOKLEDGER_CONFIG: config }
+    const env = { DATABASE_URL: t.database.url, REDIS_URL: testRedisUrl(), HOOKLEDGER_CONFIG: config }
     const api = await startChild(['bin/hookledger.js', 'serve', '--role', 'all'], env)
-    children.push(api)
-    children.push(await startChild(['bin/hookledger.js', 'serve', '--role', 'worker'], env))
+    const worker = await startChild(['bin/hookledger.js', 'serve', '--role', 'worker'], env)
+    for (const child of [api, worker]) t.closeAfter(async () => void (await child.kill('SIGTERM')))
 
     for (let batch = 0; batch < 10; batch += 1) {
-      await Promise.all(Array.from({ length: 20 }, (_, i) => deliver(api.url, `evt_rate_${batch * 20 + i}`)))
+      await Promise.all(
+        Array.from({ length: 20 }, (_, i) => deliverEvent(api.url, 'shop', `evt_rate_${batch * 20 + i}`)),
+      )
     }
     await expect
-      .poll(async () => (await eventCounts('shop')).find((row) => row.status === 'done')?.n, {
+      .poll(async () => (await statusCounts(t.database.sql, 'shop')).done, {
         timeout: 90_000,
         interval: 500,
       })
@@ -118,8 +109,8 @@ describe('destination limits', () => {
     const spread = Math.max(...arrivals) - Math.min(...arrivals)
     expect(spread).toBeGreaterThanOrEqual(8500)
     // Waiting for the limit used up no attempt: nothing failed, and no event needed a second try.
-    expect((await eventCounts('shop')).map((row) => row.status)).toEqual(['done'])
-    const [retried] = await database.sql<Array<{ n: number }>>`
+    expect(await statusCounts(t.database.sql, 'shop')).toEqual({ done: 200 })
+    const [retried] = await t.database.sql<Array<{ n: number }>>`
       select count(*)::int as n from event_attempts a join inbound_events e on e.id = a.event_row_id
       where e.source = 'shop' and a.outcome = 'error'`
     expect(retried?.n).toBe(0)
@@ -136,12 +127,12 @@ describe('destination limits', () => {
       inFlight -= 1
       return { status: 200 }
     })
-    closers.push(slow.close)
+    t.closeAfter(slow.close)
     const busy = await startSink(async (_, index) => {
       answered.push(Date.now())
       return index === 0 ? { status: 429, body: 'slow down' } : { status: 200 }
     })
-    closers.push(busy.close)
+    t.closeAfter(busy.close)
     // Retry-After is a header: the sink helper sets none, so this destination is a proxy that adds it.
     const proxy = createServer((request, response) => {
       const chunks: Buffer[] = []
@@ -154,11 +145,10 @@ describe('destination limits', () => {
       })
     })
     await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve))
-    closers.push(() => new Promise<void>((resolve) => proxy.close(() => resolve())))
+    t.closeAfter(() => new Promise<void>((resolve) => proxy.close(() => resolve())))
     const proxyPort = (proxy.address() as { port: number }).port
 
-    running = await startTestService({
-      database,
+    const service = await t.start({
       inProcessQueue: true,
       config: buildConfig(
         {
@@ -186,19 +176,11 @@ describe('destination limits', () => {
         () => undefined,
       ),
     })
-    const post = async (id: string, type: string) => {
-      const body = JSON.stringify({ type })
-      const response = await fetch(`${running?.url}/webhooks/capped`, {
-        method: 'POST',
-        body,
-        headers: signedHeaders(body, { id }),
-      })
-      expect(response.status).toBe(200)
-    }
+    const post = (id: string, type: string) => deliverEvent(service.url, 'capped', id, { type })
     await Promise.all(Array.from({ length: 12 }, (_, i) => post(`evt_cap_${i}`, 'order.created')))
     await post('evt_paid_1', 'order.paid')
     await expect
-      .poll(async () => (await eventCounts('capped')).find((row) => row.status === 'done')?.n, {
+      .poll(async () => (await statusCounts(t.database.sql, 'capped')).done, {
         timeout: 30_000,
       })
       .toBe(13)

@@ -1,31 +1,18 @@
 import { sql } from 'drizzle-orm'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { buildConfig, type Config } from '../../src/config/config.js'
 import { replayEvent } from '../../src/db/replay.js'
 import type { EventHandler } from '../../src/handlers/types.js'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from '../support/service.js'
+import { adminCookie, statusCounts, useDeliveryTest } from '../support/delivery.js'
+import { FAST_RELAY, FAST_WORKER } from '../support/service.js'
 import { signedHeaders, TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 
 const ADMIN_TOKEN = 'admin-token-for-the-ordering-tests'
 const KEYS = ['cus_a', 'cus_b', 'cus_c']
 
-let database: TestDatabase
-let running: TestService | undefined
-const closers: Array<() => Promise<void>> = []
-
-beforeAll(async () => {
-  database = await createTestDatabase()
-  await database.sql`create table ordered_effects (customer text not null, n int not null)`
-})
-afterEach(async () => {
-  await running?.close()
-  running = undefined
-  for (const close of closers.splice(0)) await close()
-})
-afterAll(async () => {
-  await database.drop()
+const t = useDeliveryTest(async (_database) => {
+  await t.database.sql`create table ordered_effects (customer text not null, n int not null)`
 })
 
 function config(source: Record<string, unknown>): Config {
@@ -67,11 +54,7 @@ function interleaved(perKey: number) {
   }))
 }
 
-async function statuses(source: string) {
-  const rows = await database.sql<Array<{ status: string; n: number }>>`
-    select status::text, count(*)::int as n from inbound_events where source = ${source} group by 1 order by 1`
-  return Object.fromEntries(rows.map((row) => [row.status, row.n]))
-}
+const statuses = (source: string) => statusCounts(t.database.sql, source)
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -87,16 +70,15 @@ describe('ordering keys', () => {
       await tx.execute(sql`insert into ordered_effects (customer, n) values (${customer}, ${n})`)
       active.set(customer, (active.get(customer) ?? 1) - 1)
     }
-    running = await startTestService({
-      database,
+    const service = await t.start({
       config: config({ id: 'ordered', orderingKey: '/data/object/customer' }),
       handlers: { ordered: handler },
     })
-    await deliverInOrder(running.url, 'ordered', interleaved(50))
+    await deliverInOrder(service.url, 'ordered', interleaved(50))
     await expect.poll(() => statuses('ordered'), { timeout: 120_000, interval: 500 }).toEqual({ done: 150 })
     expect(overlap).toBe(0)
     // The order the handlers' writes committed in, per key: exactly the order received.
-    const rows = await database.sql<Array<{ customer: string; n: number }>>`
+    const rows = await t.database.sql<Array<{ customer: string; n: number }>>`
       select customer, n from ordered_effects order by ctid`
     for (const key of KEYS) {
       expect(rows.filter((row) => row.customer === key).map((row) => row.n)).toEqual(
@@ -113,13 +95,12 @@ describe('ordering keys', () => {
       if (customer === 'cus_a' && n === 0 && headFails) throw new Error('cus_a is not set up yet')
       processed.push(`${customer}:${n}`)
     }
-    running = await startTestService({
-      database,
+    const service = await t.start({
       env: { ADMIN_TOKEN },
       config: config({ id: 'blocked', orderingKey: '/data/object/customer' }),
       handlers: { blocked: handler },
     })
-    const ids = await deliverInOrder(running.url, 'blocked', interleaved(5))
+    const ids = await deliverInOrder(service.url, 'blocked', interleaved(5))
     // cus_b and cus_c finish; cus_a's head fails its three attempts and the four behind it wait.
     await expect
       .poll(() => statuses('blocked'), { timeout: 30_000 })
@@ -128,20 +109,14 @@ describe('ordering keys', () => {
     for (const key of ['cus_b', 'cus_c']) {
       expect(processed.filter((p) => p.startsWith(key))).toEqual([0, 1, 2, 3, 4].map((n) => `${key}:${n}`))
     }
-    const [waiting] = await database.sql<Array<{ attempts: number }>>`
+    const [waiting] = await t.database.sql<Array<{ attempts: number }>>`
       select attempts from inbound_events where source = 'blocked' and event_id = 'blocked_cus_a_1'`
     expect(waiting?.attempts).toBe(0)
 
-    const login = await fetch(`${running.url}/admin/login`, {
-      method: 'POST',
-      redirect: 'manual',
-      body: new URLSearchParams({ name: 'ana', token: ADMIN_TOKEN }),
-      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: running.url },
-    })
-    const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
+    const cookie = await adminCookie(service.url, ADMIN_TOKEN)
     const secondOfA = ids[3]
     const page = await (
-      await fetch(`${running.url}/admin/events/${secondOfA}`, { headers: { cookie } })
+      await fetch(`${service.url}/admin/events/${secondOfA}`, { headers: { cookie } })
     ).text()
     expect(page).toContain('Held back by its ordering key (/data/object/customer)')
     expect(page).toContain('blocked_cus_a_0')
@@ -149,7 +124,7 @@ describe('ordering keys', () => {
 
     headFails = false
     const head = ids[0] ?? ''
-    expect(await replayEvent(database.db, head, 'ops')).toEqual({ kind: 'replayed', id: head })
+    expect(await replayEvent(t.database.db, head, 'ops')).toEqual({ kind: 'replayed', id: head })
     await expect.poll(() => statuses('blocked'), { timeout: 30_000 }).toEqual({ done: 15 })
     expect(processed.filter((p) => p.startsWith('cus_a'))).toEqual([0, 1, 2, 3, 4].map((n) => `cus_a:${n}`))
   }, 60_000)
@@ -160,9 +135,8 @@ describe('ordering keys', () => {
       return { status: 200 }
     })
     const unordered = await startSink(() => ({ status: 200 }))
-    closers.push(ordered.close, unordered.close)
-    running = await startTestService({
-      database,
+    t.closeAfter(ordered.close, unordered.close)
+    const service = await t.start({
       config: config({
         id: 'routed',
         routes: [
@@ -171,7 +145,7 @@ describe('ordering keys', () => {
         ],
       }),
     })
-    await deliverInOrder(running.url, 'routed', interleaved(10))
+    await deliverInOrder(service.url, 'routed', interleaved(10))
     await expect.poll(() => statuses('routed'), { timeout: 60_000 }).toEqual({ done: 30 })
     expect(unordered.received).toHaveLength(30)
     const arrivals = ordered.received.map(

@@ -1,30 +1,17 @@
 import { eq, sql } from 'drizzle-orm'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { buildConfig, type Config } from '../../src/config/config.js'
 import { operations } from '../../src/db/outbound-schema.js'
 import { replayEvent } from '../../src/db/replay.js'
 import { eventAttempts, eventRoutes, inboundEvents } from '../../src/db/schema.js'
 import type { EventHandler } from '../../src/handlers/types.js'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from '../support/service.js'
-import { signedHeaders, TEST_SECRET } from '../support/signing.js'
+import { deliverEvent, useDeliveryTest } from '../support/delivery.js'
+import { FAST_RELAY, FAST_WORKER } from '../support/service.js'
+import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 
-let database: TestDatabase
-let running: TestService | undefined
-const closers: Array<() => Promise<void>> = []
-
-beforeAll(async () => {
-  database = await createTestDatabase()
-  await database.sql`create table route_effects (event_id text not null, route text not null)`
-})
-afterEach(async () => {
-  await running?.close()
-  running = undefined
-  for (const close of closers.splice(0)) await close()
-})
-afterAll(async () => {
-  await database.drop()
+const t = useDeliveryTest(async (_database) => {
+  await t.database.sql`create table route_effects (event_id text not null, route text not null)`
 })
 
 function routesConfig(routes: unknown[], source = 'shop'): Config {
@@ -38,19 +25,8 @@ function routesConfig(routes: unknown[], source = 'shop'): Config {
   )
 }
 
-async function deliver(url: string, source: string, id: string, payload: Record<string, unknown>) {
-  const body = JSON.stringify(payload)
-  const response = await fetch(`${url}/webhooks/${source}`, {
-    method: 'POST',
-    body,
-    headers: signedHeaders(body, { id }),
-  })
-  expect(response.status).toBe(200)
-  return ((await response.json()) as { id: string }).id
-}
-
 async function status(id: string) {
-  const [row] = await database.db
+  const [row] = await t.database.db
     .select({ status: inboundEvents.status })
     .from(inboundEvents)
     .where(eq(inboundEvents.id, id))
@@ -58,7 +34,7 @@ async function status(id: string) {
 }
 
 async function routeRows(id: string) {
-  return database.db
+  return t.database.db
     .select({ routeId: eventRoutes.routeId, status: eventRoutes.status, attempts: eventRoutes.attempts })
     .from(eventRoutes)
     .where(eq(eventRoutes.eventRowId, id))
@@ -67,7 +43,7 @@ async function routeRows(id: string) {
 
 async function sink(answer: (index: number) => number = () => 200) {
   const started = await startSink((_, index) => ({ status: answer(index) }))
-  closers.push(started.close)
+  t.closeAfter(started.close)
   return started
 }
 
@@ -82,8 +58,7 @@ describe('routes', () => {
     const testmode = await sink()
     const crm = await sink()
     const everything = await sink()
-    running = await startTestService({
-      database,
+    const service = await t.start({
       config: routesConfig([
         {
           id: 'billing',
@@ -103,7 +78,7 @@ describe('routes', () => {
         { id: 'audit', forward: { url: everything.url } },
       ]),
     })
-    const id = await deliver(running.url, 'shop', 'evt_fan_1', invoicePaid)
+    const id = await deliverEvent(service.url, 'shop', 'evt_fan_1', invoicePaid)
     await expect.poll(() => status(id), { timeout: 15_000 }).toBe('done')
     expect(billing.received).toHaveLength(1)
     expect(everything.received).toHaveLength(1)
@@ -118,7 +93,7 @@ describe('routes', () => {
       { routeId: 'audit', status: 'done', attempts: 1 },
       { routeId: 'billing', status: 'done', attempts: 1 },
     ])
-    const keys = await database.db
+    const keys = await t.database.db
       .select({ key: operations.operationKey, status: operations.status })
       .from(operations)
       .where(sql`${operations.operationKey} like 'shop:evt_fan_1:%'`)
@@ -138,8 +113,7 @@ describe('routes', () => {
       code.push(eventId)
       await tx.execute(sql`insert into route_effects (event_id, route) values (${eventId}, 'ledger')`)
     }
-    running = await startTestService({
-      database,
+    const service = await t.start({
       config: routesConfig([
         { id: 'healthy', forward: { url: healthy.url } },
         { id: 'broken', forward: { url: broken.url } },
@@ -147,7 +121,7 @@ describe('routes', () => {
       ]),
       handlers: { 'write-ledger': ledgerRoute },
     })
-    const id = await deliver(running.url, 'shop', 'evt_fan_2', invoicePaid)
+    const id = await deliverEvent(service.url, 'shop', 'evt_fan_2', invoicePaid)
     await expect.poll(() => status(id), { timeout: 15_000 }).toBe('failed')
     expect(healthy.received).toHaveLength(1)
     expect(broken.received).toHaveLength(FAST_WORKER.maxAttempts)
@@ -157,16 +131,16 @@ describe('routes', () => {
       { routeId: 'healthy', status: 'done', attempts: 1 },
       { routeId: 'ledger', status: 'done', attempts: 1 },
     ])
-    const [failed] = await database.db.select().from(inboundEvents).where(eq(inboundEvents.id, id))
+    const [failed] = await t.database.db.select().from(inboundEvents).where(eq(inboundEvents.id, id))
     expect(failed?.lastError).toMatch(/^route 'broken': forward to .* answered 500$/)
 
     brokenUntilReplay = false
-    expect(await replayEvent(database.db, id, 'ops')).toEqual({ kind: 'replayed', id })
+    expect(await replayEvent(t.database.db, id, 'ops')).toEqual({ kind: 'replayed', id })
     await expect.poll(() => status(id), { timeout: 15_000 }).toBe('done')
     expect(healthy.received).toHaveLength(1)
     expect(broken.received).toHaveLength(FAST_WORKER.maxAttempts + 1)
     expect(code).toEqual(['evt_fan_2'])
-    expect(await database.sql`select * from route_effects where event_id = 'evt_fan_2'`).toHaveLength(1)
+    expect(await t.database.sql`select * from route_effects where event_id = 'evt_fan_2'`).toHaveLength(1)
     expect((await routeRows(id)).map((r) => [r.routeId, r.status])).toEqual([
       ['broken', 'done'],
       ['healthy', 'done'],
@@ -176,17 +150,16 @@ describe('routes', () => {
 
   it('an event no route matches is DONE with "no route matched" recorded', async () => {
     const billing = await sink()
-    running = await startTestService({
-      database,
+    const service = await t.start({
       config: routesConfig([
         { id: 'billing', filter: { types: ['invoice.*'] }, forward: { url: billing.url } },
       ]),
     })
-    const id = await deliver(running.url, 'shop', 'evt_fan_3', { type: 'customer.created' })
+    const id = await deliverEvent(service.url, 'shop', 'evt_fan_3', { type: 'customer.created' })
     await expect.poll(() => status(id), { timeout: 15_000 }).toBe('done')
     expect(billing.received).toHaveLength(0)
     expect(await routeRows(id)).toEqual([])
-    const attempts = await database.db.select().from(eventAttempts).where(eq(eventAttempts.eventRowId, id))
+    const attempts = await t.database.db.select().from(eventAttempts).where(eq(eventAttempts.eventRowId, id))
     expect(attempts).toMatchObject([{ outcome: 'done', responseExcerpt: 'no route matched' }])
   })
 })
@@ -215,8 +188,8 @@ describe('routes config', () => {
         { id: 'a', handler: 'x' },
       ]),
     ).toThrow(/source 'shop': routes\[1\]\.id: route id 'a' is used twice/)
-    await expect(
-      startTestService({ database, config: routesConfig([{ id: 'a', handler: 'missing' }]) }),
-    ).rejects.toThrow(/source 'shop': route 'a': handler 'missing' is not registered in code/)
+    await expect(t.start({ config: routesConfig([{ id: 'a', handler: 'missing' }]) })).rejects.toThrow(
+      /source 'shop': route 'a': handler 'missing' is not registered in code/,
+    )
   })
 })
