@@ -229,7 +229,10 @@ export function buildConfig(
     try {
       const verifier = createVerifier(source.verify, { sourceId: source.id, resolveSecret })
       sources.set(source.id, {
-        config: source,
+        config:
+          source.routes === undefined
+            ? source
+            : { ...source, routes: resolveRouteHeaders(source.routes, resolveSecret) },
         verifier,
         bodyLimitBytes: source.bodyLimitBytes ?? parsed.data.server.bodyLimitBytes,
         dedupOnBody: source.dedupOnBody ?? !eventIdIsSigned(source.verify),
@@ -245,6 +248,24 @@ export function buildConfig(
     throw new ConfigError(`invalid config:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
   }
   return { file: parsed.data, sources, alertChannels }
+}
+
+/** Route forward headers may carry credentials as `env:NAME`, like every other secret in the file. */
+function resolveRouteHeaders(
+  routes: NonNullable<SourceConfig['routes']>,
+  resolveSecret: (reference: string, field: string) => string,
+): NonNullable<SourceConfig['routes']> {
+  return routes.map((route) => {
+    const headers = route.forward?.headers
+    if (route.forward === undefined || headers === undefined) return route
+    const resolved = Object.fromEntries(
+      Object.entries(headers).map(([name, value]) => [
+        name,
+        resolveSecret(value, `routes '${route.id}': forward.headers.${name}`),
+      ]),
+    )
+    return { ...route, forward: { ...route.forward, headers: resolved } }
+  })
 }
 
 /** Each channel with its `env:` references looked up and its signing secret checked, or a problem. */

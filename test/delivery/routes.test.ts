@@ -21,7 +21,7 @@ function routesConfig(routes: unknown[], source = 'shop'): Config {
       worker: FAST_WORKER,
       relay: FAST_RELAY,
     },
-    () => undefined,
+    (name) => (name === 'BILLING_AUTHORIZATION' ? 'Bearer billing' : undefined),
   )
 }
 
@@ -63,7 +63,7 @@ describe('routes', () => {
         {
           id: 'billing',
           filter: { types: ['invoice.*'], where: [{ path: '/data/object/livemode', equals: true }] },
-          forward: { url: billing.url, headers: { authorization: 'Bearer billing' } },
+          forward: { url: billing.url, headers: { authorization: 'env:BILLING_AUTHORIZATION' } },
         },
         {
           id: 'testmode',
@@ -188,6 +188,13 @@ describe('routes config', () => {
         { id: 'a', handler: 'x' },
       ]),
     ).toThrow(/source 'shop': routes\[1\]\.id: route id 'a' is used twice/)
+    expect(() =>
+      routesConfig([
+        { id: 'a', forward: { url: 'http://127.0.0.1:9/', headers: { authorization: 'env:NOPE' } } },
+      ]),
+    ).toThrow(
+      /source 'shop': routes 'a': forward.headers.authorization: environment variable NOPE is not set/,
+    )
     await expect(t.start({ config: routesConfig([{ id: 'a', handler: 'missing' }]) })).rejects.toThrow(
       /source 'shop': route 'a': handler 'missing' is not registered in code/,
     )
