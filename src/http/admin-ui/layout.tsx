@@ -11,6 +11,8 @@ const CSS = `
 body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif; color:var(--fg); background:var(--bg); }
 header.top { background:#111827; color:#fff; padding:8px 24px; display:flex; flex-wrap:wrap; align-items:center; gap:8px 24px; min-height:48px; }
 header.top .brand { font-weight:600; letter-spacing:.02em; }
+/* Links wrap onto a second row on a narrow screen: the JSX puts no space between them to break at. */
+header.top nav { display:flex; flex-wrap:wrap; row-gap:4px; }
 header.top nav a { color:#cbd2d9; text-decoration:none; margin-right:16px; }
 header.top nav a.on, header.top nav a:hover { color:#fff; }
 header.top .who { margin-left:auto; display:flex; align-items:center; gap:12px; color:#cbd2d9; }
