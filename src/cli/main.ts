@@ -9,6 +9,7 @@ import { BACKFILL_USAGE, runBackfillCommand } from './backfill.js'
 import { DEFAULT_ENV_FILE, readCommandLine } from './env-file.js'
 import { parseCommandLine, reportFailure, usageError } from './errors.js'
 import { REPLAY_USAGE, runReplay } from './replay.js'
+import { ROUTES_USAGE, routesCommand } from './routes.js'
 import { runSign, SIGN_USAGE } from './sign.js'
 
 const USAGE = `usage:
@@ -16,6 +17,7 @@ const USAGE = `usage:
   hookledger migrate                                          apply pending ledger migrations, then exit
 ${APPROVALS_USAGE}
 ${BACKFILL_USAGE}
+${ROUTES_USAGE}
 ${SIGN_USAGE}
 ${REPLAY_USAGE}
 
@@ -91,6 +93,10 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'approvals') {
     const url = await ledgerUrl(readEnvironment(environment))
     return approvalsCommand(rest, url, (line) => process.stdout.write(`${line}\n`))
+  }
+  if (command === 'routes') {
+    const url = await ledgerUrl(readEnvironment(environment))
+    return routesCommand(rest, url, (line) => process.stdout.write(`${line}\n`))
   }
   throw usageError(`unknown command '${command}'`)
 }

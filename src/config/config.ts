@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises'
+import { Webhook } from 'standardwebhooks'
 import { z } from 'zod'
 import {
   type BackfillConfig,
@@ -17,7 +18,9 @@ import {
   verifyConfigSchema,
 } from '../inbound/verifiers/index.js'
 import { outboundSettingsSchema } from '../outbound/settings.js'
+import { type AlertChannelConfig, alertsSchema } from './alerts.js'
 import { ConfigError } from './errors.js'
+import { orderingKeySchema, routesSchema } from './routes.js'
 
 const SOURCE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
 
@@ -35,6 +38,16 @@ const sourceSchema = z.object({
   verify: verifyConfigSchema,
   /** Absent when the handler is registered in code (`handlers: { [id]: fn }`). */
   handler: handlerConfigSchema.optional(),
+  /**
+   * Instead of one handler: each route whose filter matches gets the event, as its own operation
+   * (see src/delivery/fan-out.ts). The event is DONE when every matched route is.
+   */
+  routes: routesSchema.optional(),
+  /**
+   * Events whose body has the same value at this JSON pointer are processed one at a time, in the
+   * order they were received; a failing one holds back only the events with its key.
+   */
+  orderingKey: orderingKeySchema.optional(),
   bodyLimitBytes: z
     .number()
     .int()
@@ -150,6 +163,16 @@ export const configFileSchema = z.object({
       batchSize: z.number().int().min(1).max(100_000).default(1000),
     })
     .prefault({}),
+  delivery: z
+    .object({
+      /** How often a delivery to a route disabled by a 410 Gone looks whether it was re-enabled. */
+      pausedRecheckMs: z.number().int().min(100).max(3_600_000).default(30_000),
+      /** How often an event held back by its ordering key looks whether the one before it is done. */
+      orderingRecheckMs: z.number().int().min(50).max(600_000).default(1000),
+    })
+    .prefault({}),
+  /** Where alerts go (Standard Webhooks-signed webhook, Slack) and which conditions raise them. */
+  alerts: alertsSchema,
   /** The outbound ledger's leases, bounded backoff, reconciliation timing and SSRF allow-list. */
   outbound: outboundSettingsSchema,
   database: z
@@ -203,6 +226,8 @@ export interface SourceBackfill {
 export interface Config {
   file: ConfigFile
   sources: ReadonlyMap<string, Source>
+  /** The alert channels with their secrets and URLs resolved (`env:NAME` looked up). */
+  alertChannels: readonly AlertChannelConfig[]
 }
 
 export interface BuildOptions {
@@ -239,6 +264,10 @@ export function buildConfig(
       continue
     }
     seenIds.add(source.id)
+    if (source.handler !== undefined && source.routes !== undefined) {
+      problems.push(`${where}: has both "handler" and "routes"; a source delivers through one of them`)
+      continue
+    }
     if (options.onlySource !== undefined && source.id !== options.onlySource) continue
     const resolveSecret = (reference: string, field: string) =>
       resolveSecretReference(reference, field, lookup)
@@ -251,7 +280,10 @@ export function buildConfig(
               credentialRequired: source.backfill.enabled || options.onlySource === source.id,
             })
       sources.set(source.id, {
-        config: source,
+        config:
+          source.routes === undefined
+            ? source
+            : { ...source, routes: resolveRouteHeaders(source.routes, resolveSecret) },
         verifier,
         bodyLimitBytes: source.bodyLimitBytes ?? parsed.data.server.bodyLimitBytes,
         dedupOnBody: source.dedupOnBody ?? !eventIdIsSigned(source.verify),
@@ -262,10 +294,59 @@ export function buildConfig(
       problems.push(`${where}: ${error.message}`)
     }
   }
+  const alertChannels =
+    options.onlySource === undefined ? resolveAlertChannels(parsed.data, lookup, problems) : []
   if (problems.length > 0) {
     throw new ConfigError(`invalid config:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
   }
-  return { file: parsed.data, sources }
+  return { file: parsed.data, sources, alertChannels }
+}
+
+/** Route forward headers may carry credentials as `env:NAME`, like every other secret in the file. */
+function resolveRouteHeaders(
+  routes: NonNullable<SourceConfig['routes']>,
+  resolveSecret: (reference: string, field: string) => string,
+): NonNullable<SourceConfig['routes']> {
+  return routes.map((route) => {
+    const headers = route.forward?.headers
+    if (route.forward === undefined || headers === undefined) return route
+    const resolved = Object.fromEntries(
+      Object.entries(headers).map(([name, value]) => [
+        name,
+        resolveSecret(value, `routes '${route.id}': forward.headers.${name}`),
+      ]),
+    )
+    return { ...route, forward: { ...route.forward, headers: resolved } }
+  })
+}
+
+/** Each channel with its `env:` references looked up and its signing secret checked, or a problem. */
+function resolveAlertChannels(
+  file: ConfigFile,
+  lookup: (name: string) => string | undefined,
+  problems: string[],
+): AlertChannelConfig[] {
+  return file.alerts.channels.flatMap((channel): AlertChannelConfig[] => {
+    const where = `alerts channel '${channel.id}'`
+    try {
+      if (channel.type === 'slack') {
+        const url = resolveSecretReference(channel.url, 'url', lookup)
+        if (!/^https?:\/\//.test(url)) throw new ConfigError('url: must be an http:// or https:// URL')
+        return [{ ...channel, url }]
+      }
+      const secret = resolveSecretReference(channel.secret, 'secret', lookup)
+      try {
+        new Webhook(secret)
+      } catch {
+        throw new ConfigError('secret: must be a Standard Webhooks secret (whsec_ and base64)')
+      }
+      return [{ ...channel, secret }]
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error
+      problems.push(`${where}: ${error.message}`)
+      return []
+    }
+  })
 }
 
 /** A secret as the config file names it: `env:NAME` is looked up, anything else is the value itself. */

@@ -1,12 +1,15 @@
 import { sql } from 'drizzle-orm'
 import {
+  bigint,
   bigserial,
   customType,
   index,
   integer,
   jsonb,
   pgEnum,
+  pgSequence,
   pgTable,
+  primaryKey,
   text,
   timestamp,
   uniqueIndex,
@@ -25,6 +28,9 @@ export const deployment = pgTable('deployment', {
 
 export const eventStatus = pgEnum('event_status', ['pending', 'processing', 'done', 'failed'])
 export type EventStatus = (typeof eventStatus.enumValues)[number]
+
+/** Numbers events in the order their claims were inserted: the "received order" of ordering keys. */
+export const inboundEventsReceivedSeq = pgSequence('inbound_events_received_seq')
 
 export const inboundEvents = pgTable(
   'inbound_events',
@@ -50,6 +56,13 @@ export const inboundEvents = pgTable(
     replays: integer('replays').notNull().default(0),
     lastError: text('last_error'),
     receivedAt: timestamptz('received_at').notNull().defaultNow(),
+    /**
+     * The order in which events were received, also within one claim batch (whose rows share
+     * received_at). Null for rows received before migration 0009; those order by received_at.
+     */
+    receivedSeq: bigint('received_seq', { mode: 'number' }).default(
+      sql`nextval('inbound_events_received_seq')`,
+    ),
     /** Set once a job for the row is known to be in the queue; the relay looks for rows without it. */
     enqueuedAt: timestamptz('enqueued_at'),
     nextAttemptAt: timestamptz('next_attempt_at'),
@@ -220,4 +233,50 @@ export const backfillRedeliveries = pgTable(
     requestedAt: timestamptz('requested_at').notNull().defaultNow(),
   },
   (t) => [uniqueIndex('backfill_redeliveries_source_guid_uq').on(t.source, t.guid)],
+)
+
+export const routeDeliveryStatus = pgEnum('route_delivery_status', [
+  'pending',
+  'done',
+  'failed',
+  'waiting',
+  'paused',
+])
+export type RouteDeliveryStatus = (typeof routeDeliveryStatus.enumValues)[number]
+
+/**
+ * Where each route an event matched stands. A route marked done is never run again for this event
+ * (a retry or replay runs only the routes that are not), and the admin page shows one row per route.
+ * An event that matched no route has none.
+ */
+export const eventRoutes = pgTable(
+  'event_routes',
+  {
+    eventRowId: uuid('event_row_id')
+      .notNull()
+      .references(() => inboundEvents.id, { onDelete: 'cascade' }),
+    routeId: text('route_id').notNull(),
+    status: routeDeliveryStatus('status').notNull(),
+    /** Attempts at this route that ran (a delivery that had to wait is not one). */
+    attempts: integer('attempts').notNull().default(0),
+    lastError: text('last_error'),
+    responseStatus: integer('response_status'),
+    updatedAt: timestamptz('updated_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.eventRowId, t.routeId] })],
+)
+
+/**
+ * Routes a destination turned away for good (410 Gone, as Standard Webhooks defines it): their
+ * deliveries wait, none is FAILED, until a person re-enables the route.
+ */
+export const disabledRoutes = pgTable(
+  'disabled_routes',
+  {
+    source: text('source').notNull(),
+    routeId: text('route_id').notNull(),
+    reason: text('reason').notNull(),
+    disabledAt: timestamptz('disabled_at').notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.source, t.routeId] })],
 )

@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto'
 import { Agent as HttpAgent } from 'node:http'
 import { Agent as HttpsAgent } from 'node:https'
-import type { HandlerConfig } from '../config/config.js'
-import { classifyStatus, sendHttp } from '../outbound/http-send.js'
+import { classifyStatus, retryAfterMs, sendHttp } from '../outbound/http-send.js'
 import type { InvokeOutcome } from '../outbound/outcomes.js'
 import { defineTool, type Tool } from '../outbound/tools.js'
 import {
@@ -15,7 +14,13 @@ import {
 
 const EXCERPT_CHARS = 512
 
-type ForwardConfig = Extract<HandlerConfig, { type: 'forward' }>
+/** Where a forward goes: a source's `handler` or one of its routes' `forward`. */
+export interface ForwardConfig {
+  url: string
+  timeoutMs: number
+  /** Sent after the provider's headers, so these win. */
+  headers?: Readonly<Record<string, string>> | undefined
+}
 
 /**
  * What the forward operation is identified and compared by: the event and a hash of the exact bytes
@@ -23,7 +28,7 @@ type ForwardConfig = Extract<HandlerConfig, { type: 'forward' }>
  * and headers themselves stay in the event's row, which never changes: the ledger keeps no second
  * copy of every body, and an operation key reused with another body is still a payload conflict.
  */
-interface ForwardArgs {
+export interface ForwardArgs {
   source: string
   eventId: string
   bodySha256: string
@@ -38,11 +43,19 @@ interface Delivery {
    * timeout, so no setting of the two leaves a forward running after its attempt was given up.
    */
   signal?: AbortSignal | undefined
+  /**
+   * Every answer but a 2xx leaves the operation open to a later send (exhausted) instead of failing
+   * it for good on a 4xx, as Hookdeck and Convoy retry routes: the event's next attempt, a replay, or
+   * a route re-enabled after a 410 Gone sends again. Without it a 4xx is a definite rejection.
+   */
+  rejectionsStayOpen?: boolean
 }
 
-interface ForwardResult {
+export interface ForwardResult {
   status: number
   excerpt: string
+  /** From a 429 or 503 answer's Retry-After. */
+  retryAfterMs?: number
 }
 
 /**
@@ -65,6 +78,7 @@ export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<For
         'x-hookledger-source': args.source,
         'x-hookledger-event-id': args.eventId,
         'x-hookledger-attempt': String(ctx.attempt),
+        ...config.headers,
       }
       delete outgoing['user-agent']
       const destination = destinationOf(config)
@@ -83,11 +97,14 @@ export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<For
           error: `forward to ${config.url} failed: ${sent.error}`,
         }
       }
-      const result = {
+      const waitMs = retryAfterMs(sent.answer)
+      const result: ForwardResult = {
         status: sent.answer.status,
         excerpt: storableExcerpt(sent.answer.body),
+        ...(waitMs === undefined ? {} : { retryAfterMs: waitMs }),
       }
-      const kind = classifyStatus(result.status)
+      const classified = classifyStatus(result.status)
+      const kind = classified === 'rejection' && delivery.rejectionsStayOpen === true ? 'unknown' : classified
       if (kind === 'success') return { kind, result }
       return { kind, error: `forward to ${config.url} answered ${result.status}`, details: result }
     },
@@ -142,11 +159,7 @@ export function forwardHandler(config: ForwardConfig): EventHandler {
 export function forwardDelivery(config: ForwardConfig): (context: DirectContext) => Promise<HandlerResult> {
   return async ({ source, eventId, raw, headers, signal, invoke }) => {
     const tool = forwardTool(config, { raw, headers, signal })
-    const outcome = await invoke(tool, 'forward', {
-      source,
-      eventId,
-      bodySha256: createHash('sha256').update(raw).digest('hex'),
-    })
+    const outcome = await invoke(tool, 'forward', forwardArgs(source, eventId, raw))
     if (outcome.kind === 'completed') {
       return { responseStatus: outcome.result.status, responseExcerpt: outcome.result.excerpt }
     }
@@ -158,7 +171,14 @@ export function forwardDelivery(config: ForwardConfig): (context: DirectContext)
   }
 }
 
-function describeOutcome(outcome: Exclude<InvokeOutcome<ForwardResult>, { kind: 'completed' }>): string {
+/** A forward's arguments: the event and the hash of its bytes (see ForwardArgs). */
+export function forwardArgs(source: string, eventId: string, raw: Buffer): ForwardArgs {
+  return { source, eventId, bodySha256: createHash('sha256').update(raw).digest('hex') }
+}
+
+export function describeOutcome(
+  outcome: Exclude<InvokeOutcome<ForwardResult>, { kind: 'completed' }>,
+): string {
   switch (outcome.kind) {
     case 'exhausted':
     case 'failed':
@@ -178,7 +198,7 @@ function describeOutcome(outcome: Exclude<InvokeOutcome<ForwardResult>, { kind: 
   }
 }
 
-function detailsOf(outcome: InvokeOutcome<ForwardResult>): HandlerResult {
+export function detailsOf(outcome: InvokeOutcome<ForwardResult>): HandlerResult {
   const details = 'details' in outcome ? outcome.details : undefined
   if (typeof details !== 'object' || details === null) return {}
   const { status, excerpt } = details as Partial<ForwardResult>

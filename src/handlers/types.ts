@@ -5,6 +5,8 @@ import type { Tool } from '../outbound/tools.js'
 
 /** What a handler is given for one attempt at one event. */
 export interface HandlerContext {
+  /** The event's row in the ledger (inbound_events.id). */
+  eventRowId: string
   source: string
   eventId: string
   eventType: string | null
@@ -40,6 +42,8 @@ export type EventInvoker = (event: {
   source: string
   eventId: string
   runId: string
+  /** Parts of the key between the event id and the step: a route's are `route` and its id. */
+  scope?: readonly string[]
 }) => HandlerContext['invoke']
 
 /** Optional facts about the attempt, recorded on its attempt row. */

@@ -4,6 +4,7 @@ import { requestId } from 'hono/request-id'
 import type { Config } from '../config/config.js'
 import type { ClaimBatcher } from '../db/claims.js'
 import type { Database } from '../db/client.js'
+import type { CircuitView } from '../delivery/guard.js'
 import type { Logger } from '../logger.js'
 import type { Metrics } from '../metrics.js'
 import { agentProtocol } from '../outbound/agent.js'
@@ -33,6 +34,8 @@ export interface AppDependencies {
   dashboardQueues?: readonly Queue[] | undefined
   /** Unset: `/v1/operations` refuses every request. */
   agentToken?: string | undefined
+  /** A route destination's circuit, for `/admin/routes`. */
+  circuit?: ((destinationId: string) => Promise<CircuitView>) | undefined
   /** Set: `/metrics` wants it as a bearer token. Unset: `/metrics` is open (keep it off the internet). */
   metricsToken?: string | undefined
 }
@@ -67,6 +70,8 @@ export function createApp(deps: AppDependencies) {
           logger: deps.logger,
           adminToken: deps.adminToken,
           sources: [...deps.config.sources.keys()],
+          config: deps.config,
+          circuit: deps.circuit,
           queues: deps.dashboardQueues,
         }),
       )

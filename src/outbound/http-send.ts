@@ -108,3 +108,22 @@ export function classifyStatus(status: number): 'success' | 'rejection' | 'unkno
   if (status >= 400 && status <= 499 && status !== 408 && status !== 409 && status !== 429) return 'rejection'
   return 'unknown'
 }
+
+/**
+ * How long a 429 or 503 answer asks the sender to wait (RFC 9110 Retry-After: seconds, or an HTTP
+ * date), capped at a day so a wrong header cannot park deliveries for ever. Undefined otherwise.
+ */
+export function retryAfterMs(
+  answer: Pick<HttpAnswer, 'status' | 'headers'>,
+  now = Date.now(),
+): number | undefined {
+  if (answer.status !== 429 && answer.status !== 503) return undefined
+  const header = answer.headers['retry-after']
+  if (typeof header !== 'string' || header.trim() === '') return undefined
+  const value = header.trim()
+  const ms = /^[0-9]+$/.test(value) ? Number(value) * 1000 : Date.parse(value) - now
+  if (!Number.isFinite(ms)) return undefined
+  return Math.min(Math.max(ms, 0), MAX_RETRY_AFTER_MS)
+}
+
+const MAX_RETRY_AFTER_MS = 24 * 60 * 60 * 1000

@@ -86,5 +86,9 @@ export function createOutboundLedger(options: OutboundLedgerOptions): OutboundLe
 /** `ctx.invoke` of an event's handler: the key is the event's identity plus the step, never a run's id. */
 export function eventInvoker(ledger: OutboundLedger): EventInvoker {
   return (event) => (tool, step, args) =>
-    ledger.invoke(tool, { key: stepKey([event.source, event.eventId], step), args, runId: event.runId })
+    ledger.invoke(tool, {
+      key: stepKey([event.source, event.eventId, ...(event.scope ?? [])], step),
+      args,
+      runId: event.runId,
+    })
 }

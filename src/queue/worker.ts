@@ -236,6 +236,7 @@ function handlerContext(
 ): DirectContext {
   let event: { parsed: unknown } | undefined
   return {
+    eventRowId: row.id,
     source: row.source,
     eventId: row.eventId,
     eventType: row.eventType,

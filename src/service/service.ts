@@ -2,9 +2,10 @@ import type { AddressInfo } from 'node:net'
 import { type ServerType, serve } from '@hono/node-server'
 import type { Queue } from 'bullmq'
 import { sql } from 'drizzle-orm'
+import { circuitOpenAlert, createAlertMonitor, routeDisabledAlert } from '../alerts/monitor.js'
 import { startBackfill } from '../backfill/loop.js'
 import { backfillMetrics } from '../backfill/metrics.js'
-import { type Config, ConfigError, loadConfig } from '../config/config.js'
+import { type Config, loadConfig } from '../config/config.js'
 import { type Environment, EnvironmentError } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
 import { ledgerPoolSize, openLedger } from '../db/client.js'
@@ -14,8 +15,9 @@ import { addLedgerGauges } from '../db/gauges.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
 import { retentionWarnings, startRetention } from '../db/retention.js'
 import { settlesWithin } from '../deadline.js'
+import { startDeliveryControl } from '../delivery/control.js'
+import { resolveHandlers } from '../delivery/source-handlers.js'
 import { createFailpoints } from '../failpoints.js'
-import { forwardDelivery } from '../handlers/forward.js'
 import type { EventHandler, SourceHandler } from '../handlers/types.js'
 import { createApp, createHealthApp } from '../http/app.js'
 import type { ReadinessCheck } from '../http/routes/health.js'
@@ -85,9 +87,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   }
   const config = options.config ?? (await loadConfig(env.HOOKLEDGER_CONFIG, env.lookup))
   const runsWorker = role !== 'api'
-  const handlers = runsWorker
-    ? resolveHandlers(config, options.handlers ?? {})
-    : new Map<string, SourceHandler>()
+  // Checked now, before any connection: a handler missing for a route or a source fails the start.
+  if (runsWorker) resolveHandlers(config, options.handlers ?? {}, undefined)
   const failpoints = createFailpoints(env.HOOKLEDGER_FAILPOINT)
   for (const warning of retentionWarnings(config)) logger.warn(warning)
   const poolSize = ledgerPoolSize({
@@ -149,6 +150,23 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const metrics = createMetrics()
   addLedgerGauges(metrics, ledger.sql, queue)
   addOutboundGauges(metrics, ledger.sql)
+  const alerts = runsWorker ? createAlertMonitor({ config, sql: ledger.sql, outbound, logger }) : undefined
+  // Every role: the worker guards its deliveries, the api shows the circuits on /metrics and the admin page.
+  const delivery = startDeliveryControl({
+    config,
+    redisUrl: env.REDIS_URL,
+    queuePrefix,
+    ledger,
+    logger,
+    metrics,
+    invoker: eventInvoker(outbound),
+    events: {
+      onRouteDisabled: (source, route, reason) => alerts?.notify(routeDisabledAlert(source, route, reason)),
+      onCircuitOpen: (id, coolDownMs) =>
+        alerts?.notify(circuitOpenAlert(id, new Date(Date.now() + coolDownMs))),
+    },
+  })
+  alerts?.start(delivery)
   const readiness: ReadinessCheck[] = [
     { name: 'postgres', check: () => ledger.db.execute(sql`select 1`) },
     backend.kind === 'bullmq'
@@ -175,6 +193,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           agentToken: env.AGENT_TOKEN,
           metricsToken: env.METRICS_TOKEN,
           dashboardQueues: backend.kind === 'bullmq' ? backend.queues() : undefined,
+          circuit: delivery.circuit,
         })
   const server = await new Promise<ServerType>((resolve) => {
     const started = serve(
@@ -202,6 +221,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     'hookledger listening',
   )
 
+  const handlers = runsWorker
+    ? resolveHandlers(config, options.handlers ?? {}, delivery.fanOut)
+    : new Map<string, SourceHandler>()
   const worker = runsWorker
     ? startWorker({
         backend,
@@ -269,6 +291,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           await settlesWithin(worker.close(true), 1000)
         }
         await settlesWithin(reconciler?.close() ?? Promise.resolve(), SHUTDOWN_DRAIN_MS)
+        await settlesWithin(alerts?.stop() ?? Promise.resolve(), 5000)
+        await settlesWithin(delivery.close(), 2000)
         await settlesWithin(queue.close(), 2000)
         await settlesWithin(reconcileQueue.close(), 2000)
         await backend.close()
@@ -316,37 +340,4 @@ function httpTimeouts(settings: Config['file']['server']) {
     keepAliveTimeout: settings.keepAliveTimeoutMs,
     connectionsCheckingInterval: Math.max(50, Math.min(1000, Math.floor(settings.headersTimeoutMs / 2))),
   }
-}
-
-function resolveHandlers(
-  config: Config,
-  code: Readonly<Record<string, EventHandler>>,
-): Map<string, SourceHandler> {
-  const handlers = new Map<string, SourceHandler>()
-  const problems: string[] = []
-  for (const id of Object.keys(code)) {
-    if (!config.sources.has(id)) problems.push(`handlers.${id}: no source with that id is configured`)
-  }
-  for (const [id, source] of config.sources) {
-    const fromCode = code[id]
-    const fromConfig = source.config.handler
-    if (fromCode !== undefined && fromConfig !== undefined) {
-      problems.push(`source '${id}': has a handler in the config file and one registered in code; keep one`)
-    } else if (fromCode !== undefined) {
-      handlers.set(id, { kind: 'transactional', run: fromCode })
-    } else if (fromConfig !== undefined) {
-      handlers.set(id, { kind: 'direct', run: forwardDelivery(fromConfig) })
-    } else if (source.config.evidence !== undefined) {
-      // A source that only settles operations (a payment provider's events): the worker's evidence
-      // step is all its events need, so they are DONE once it ran.
-      handlers.set(id, { kind: 'direct', run: async () => ({}) })
-    } else {
-      problems.push(
-        `source '${id}': handler: none configured (add "handler" or "evidence" to the source, or register a handler in code)`,
-      )
-    }
-  }
-  if (problems.length > 0)
-    throw new ConfigError(`invalid config:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
-  return handlers
 }

@@ -1,9 +1,13 @@
 import { type Context, Hono } from 'hono'
 import { z } from 'zod'
+import type { Config } from '../../config/config.js'
 import type { Database } from '../../db/client.js'
 import { findEvent, listEvents } from '../../db/event-queries.js'
+import { listEventRoutes } from '../../db/event-routes.js'
 import { listOperationsByKeyPrefix } from '../../db/operation-queries.js'
+import { findOrderingHead } from '../../db/ordering.js'
 import { replayEvent, replayFailedEvents } from '../../db/replay.js'
+import { compileOrderingKey } from '../../delivery/ordering.js'
 import type { Logger } from '../../logger.js'
 import { workflowKeyPrefix } from '../../outbound/keys.js'
 import type { Enqueuer } from '../../queue/enqueuer.js'
@@ -21,6 +25,8 @@ const uuid = z.uuid()
 
 export interface EventRouteDependencies {
   db: Database
+  /** The sources' ordering keys, to show what holds an event back. */
+  config: Config
   enqueuer: Enqueuer
   logger: Logger
   sessions: AdminSessions
@@ -48,6 +54,22 @@ export function eventRoutes(deps: EventRouteDependencies) {
       )
       return false
     }
+  }
+
+  /** The earlier event with the same ordering key that this one waits for, if its source has a key. */
+  const orderingHeadOf = async (event: { id: string; source: string; status: string; body: Buffer }) => {
+    const pointer = deps.config.sources.get(event.source)?.config.orderingKey
+    if (pointer === undefined || event.status === 'done') return undefined
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(event.body.toString('utf8'))
+    } catch {
+      return undefined
+    }
+    const key = compileOrderingKey(pointer).of(parsed)
+    if (key === undefined) return undefined
+    const head = await findOrderingHead(deps.db.$client, event.id, key)
+    return head === undefined ? undefined : { ...head, pointer }
   }
 
   return new Hono<AdminEnv>()
@@ -98,15 +120,18 @@ export function eventRoutes(deps: EventRouteDependencies) {
       if (detail === undefined) {
         return c.html(<MessagePage props={page('No event has that id', user)} back={ALL_EVENTS} />, 404)
       }
-      const operations = await listOperationsByKeyPrefix(
-        deps.db,
-        workflowKeyPrefix([detail.event.source, detail.event.eventId]),
-      )
+      const [operations, routes, blockedBy] = await Promise.all([
+        listOperationsByKeyPrefix(deps.db, workflowKeyPrefix([detail.event.source, detail.event.eventId])),
+        listEventRoutes(deps.db, detail.event.id),
+        orderingHeadOf(detail.event),
+      ])
       return c.html(
         <EventPage
           page={page(`${detail.event.source} ${detail.event.eventId}`, user, c)}
           detail={detail}
           operations={operations}
+          routes={routes}
+          blockedBy={blockedBy}
         />,
       )
     })

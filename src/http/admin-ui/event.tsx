@@ -1,6 +1,8 @@
 import type { FC } from 'hono/jsx'
 import type { EventDetail } from '../../db/event-queries.js'
+import type { EventRouteRow } from '../../db/event-routes.js'
 import type { OperationRow } from '../../db/operation-rows.js'
+import type { OrderingHead } from '../../db/ordering.js'
 import { Badge, CsrfField, Fact, LastError, Layout, type PageProps, utc } from './layout.js'
 import { duration } from './operation.js'
 
@@ -8,10 +10,14 @@ export interface EventPageProps {
   page: PageProps & { user: { name: string; csrf: string } }
   detail: EventDetail
   operations: readonly OperationRow[]
+  /** The routes the event matched (a source with `routes`); empty for a single handler. */
+  routes: readonly EventRouteRow[]
+  /** The earlier event with the same ordering key that holds this one back. */
+  blockedBy?: (OrderingHead & { pointer: string }) | undefined
 }
 
 /** One event: what arrived (headers, exact body), what the worker did with it, and what it caused. */
-export const EventPage: FC<EventPageProps> = ({ page, detail, operations }) => {
+export const EventPage: FC<EventPageProps> = ({ page, detail, operations, routes, blockedBy }) => {
   const { event, attempts, replays } = detail
   return (
     <Layout {...page}>
@@ -39,6 +45,17 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations }) => {
           event, not the bytes a webhook would have carried.
         </p>
       ) : null}
+
+      {blockedBy === undefined ? null : (
+        <div class="notice bad" role="status">
+          Held back by its ordering key ({blockedBy.pointer}): event{' '}
+          <a href={`/admin/events/${blockedBy.id}`} class="mono">
+            {blockedBy.eventId}
+          </a>{' '}
+          came first and is {blockedBy.status.toUpperCase()}
+          {blockedBy.status === 'failed' ? '; replay it to let the events behind it go.' : '.'}
+        </div>
+      )}
 
       <table class="facts">
         <tbody>
@@ -158,6 +175,8 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations }) => {
         </>
       )}
 
+      <EventRoutes routes={routes} />
+
       <h2>Operations it caused</h2>
       {operations.length === 0 ? (
         <p class="muted">None: the handler made no call through the outbound ledger.</p>
@@ -202,6 +221,45 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations }) => {
     </Layout>
   )
 }
+
+/**
+ * One row per route the event matched: done routes are never sent again, so this says which ones a
+ * retry or a replay would run. Paused is a route a 410 Gone disabled; waiting is a destination limit.
+ */
+const EventRoutes: FC<{ routes: readonly EventRouteRow[] }> = ({ routes }) =>
+  routes.length === 0 ? null : (
+    <>
+      <h2>Routes</h2>
+      <table>
+        <thead>
+          <tr>
+            <th>Route</th>
+            <th>Status</th>
+            <th>Attempts</th>
+            <th>Response</th>
+            <th>Updated</th>
+            <th>Last error</th>
+          </tr>
+        </thead>
+        <tbody>
+          {routes.map((route) => (
+            <tr>
+              <td class="mono">
+                <a href="/admin/routes">{route.routeId}</a>
+              </td>
+              <td>
+                <Badge status={route.status} />
+              </td>
+              <td>{route.attempts}</td>
+              <td>{route.responseStatus ?? ''}</td>
+              <td class="mono">{utc(route.updatedAt)}</td>
+              <td class="err">{route.status === 'done' ? '' : (route.lastError ?? '')}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
+  )
 
 /** JSON indented for reading; any other body as its text. The stored bytes themselves are untouched. */
 function prettyBody(body: Buffer): string {

@@ -11,6 +11,8 @@ const CSS = `
 body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif; color:var(--fg); background:var(--bg); }
 header.top { background:#111827; color:#fff; padding:8px 24px; display:flex; flex-wrap:wrap; align-items:center; gap:8px 24px; min-height:48px; }
 header.top .brand { font-weight:600; letter-spacing:.02em; }
+/* Links wrap onto a second row on a narrow screen: the JSX puts no space between them to break at. */
+header.top nav { display:flex; flex-wrap:wrap; row-gap:4px; }
 header.top nav a { color:#cbd2d9; text-decoration:none; margin-right:16px; }
 header.top nav a.on, header.top nav a:hover { color:#fff; }
 header.top .who { margin-left:auto; display:flex; align-items:center; gap:12px; color:#cbd2d9; }
@@ -89,7 +91,7 @@ pre.excerpt { max-height:120px; white-space:pre-wrap; overflow-wrap:anywhere; fo
 }
 `
 
-export type Section = 'overview' | 'events' | 'operations' | 'approvals' | 'queues'
+export type Section = 'overview' | 'events' | 'operations' | 'approvals' | 'routes' | 'queues'
 
 export interface PageProps {
   title: string
@@ -137,6 +139,9 @@ const Page: FC<PropsWithChildren<PageProps>> = (props) => (
               </NavLink>
               <NavLink href="/admin/approvals" on={props.section === 'approvals'}>
                 Approvals
+              </NavLink>
+              <NavLink href="/admin/routes" on={props.section === 'routes'}>
+                Routes
               </NavLink>
               <NavLink href="/admin/queues" on={props.section === 'queues'}>
                 Queues
@@ -197,6 +202,13 @@ const BADGES: Record<string, string> = {
   needs_reconciliation: 'b-warn',
   awaiting_approval: 'b-warn',
   exhausted: 'b-warn',
+  // Routes and their destinations' circuits.
+  waiting: 'b-warn',
+  paused: 'b-warn',
+  disabled: 'b-bad',
+  closed: 'b-ok',
+  half_open: 'b-warn',
+  open: 'b-bad',
 }
 
 /** One labelled fact of a detail page, as a table row. */

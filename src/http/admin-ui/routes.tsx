@@ -1,10 +1,13 @@
 import type { Queue } from 'bullmq'
 import { type Env, Hono, type MiddlewareHandler } from 'hono'
 import { bodyLimit } from 'hono/body-limit'
+import type { Config } from '../../config/config.js'
 import type { Database } from '../../db/client.js'
+import type { CircuitView } from '../../delivery/guard.js'
 import type { Logger } from '../../logger.js'
 import type { Enqueuer } from '../../queue/enqueuer.js'
 import { approvalRoutes } from './approval-routes.js'
+import { deliveryRoutes } from './delivery-routes.js'
 import { eventRoutes } from './event-routes.js'
 import {
   type AdminEnv,
@@ -33,6 +36,10 @@ export interface AdminUiDependencies {
   adminToken: string | undefined
   /** The configured source ids, offered in the events filter. */
   sources: readonly string[]
+  /** The sources' routes, shown at /admin/routes. */
+  config: Config
+  /** A route destination's circuit breaker; absent in a process that guards none. */
+  circuit?: ((destinationId: string) => Promise<CircuitView>) | undefined
   /** Shown at /admin/queues; absent with the in-process queue. */
   queues?: readonly Queue[] | undefined
 }
@@ -95,6 +102,16 @@ export function adminUi(deps: AdminUiDependencies) {
     .route('/', overviewRoutes({ db: deps.db, sources: deps.sources }))
     .route('/events', eventRoutes({ ...deps, sessions }))
     .route('/', approvalRoutes({ db: deps.db, sessions }))
+    .route(
+      '/routes',
+      deliveryRoutes({
+        db: deps.db,
+        config: deps.config,
+        circuit: deps.circuit,
+        logger: deps.logger,
+        sessions,
+      }),
+    )
 
   const dashboard = queueDashboard(deps.queues)
   if (dashboard === undefined) {

@@ -1,0 +1,68 @@
+import { z } from 'zod'
+import { uniqueIds } from './routes.js'
+
+const CHANNEL_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
+const url = z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
+
+const channelSchema = z.discriminatedUnion('type', [
+  z
+    .object({
+      type: z.literal('webhook'),
+      id: z.string().regex(CHANNEL_ID, 'must be 1-63 lower-case letters, digits, "-" or "_"'),
+      url,
+      /** A Standard Webhooks secret (`whsec_…`, or `env:NAME`): the receiver verifies each alert with it. */
+      secret: z.string().min(1),
+    })
+    .strict(),
+  z
+    .object({
+      type: z.literal('slack'),
+      id: z.string().regex(CHANNEL_ID, 'must be 1-63 lower-case letters, digits, "-" or "_"'),
+      /** A Slack incoming-webhook URL (or any service that takes `{"text": …}`); `env:NAME` keeps it out of the file. */
+      url: z.union([url, z.string().regex(/^env:[A-Za-z_][A-Za-z0-9_]*$/)]),
+    })
+    .strict(),
+])
+
+export type AlertChannelConfig = z.infer<typeof channelSchema>
+
+/** A threshold, or null to turn the condition off. */
+const threshold = (fallback: number) => z.number().int().min(0).nullable().default(fallback)
+
+export const alertsSchema = z
+  .object({
+    /** The admin page's public base URL (`https://hooks.example.com`), so an alert links to it. */
+    adminUrl: url.optional(),
+    channels: z.array(channelSchema).default([]).superRefine(uniqueIds('channel')),
+    /** One alert per condition and subject within each window of this length. */
+    windowMs: z
+      .number()
+      .int()
+      .min(1000)
+      .default(60 * 60 * 1000),
+    /** How often the worker looks at the ledger for the conditions below. */
+    checkIntervalMs: z.number().int().min(100).default(30_000),
+    conditions: z
+      .object({
+        /** Events of a source that ended FAILED within the window. */
+        eventFailed: z.boolean().default(true),
+        /** A route a 410 Gone disabled. */
+        routeDisabled: z.boolean().default(true),
+        /** A route destination's circuit breaker is open. */
+        circuitOpen: z.boolean().default(true),
+        /** Operations in needs_reconciliation for longer than this. */
+        needsReconciliationMs: threshold(0),
+        /** Approvals nobody decided for longer than this. */
+        approvalWaitingMs: threshold(60 * 60 * 1000),
+        /** More PENDING events than this (the backlog the workers and the relay have not cleared). */
+        pendingBacklog: threshold(10_000),
+        /** The oldest PENDING event has waited longer than this. */
+        oldestPendingMs: threshold(15 * 60 * 1000),
+      })
+      .strict()
+      .prefault({}),
+  })
+  .strict()
+  .prefault({})
+
+export type AlertsConfig = z.infer<typeof alertsSchema>

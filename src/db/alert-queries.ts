@@ -1,0 +1,38 @@
+import type postgres from 'postgres'
+
+// The alert conditions the ledger answers, each served by a status index (inbound_events
+// (status, received_at), operations (status, updated_at), approvals (status, created_at)).
+
+/** Per source, the events that ended FAILED within the last `windowMs`. */
+export async function failedEventsBySource(client: postgres.Sql, windowMs: number) {
+  return client<Array<{ source: string; n: number; last_error: string | null }>>`
+    select source, count(*)::int as n, (array_agg(last_error order by updated_at desc))[1] as last_error
+    from inbound_events
+    where status = 'failed' and updated_at > now() - ${windowMs} * interval '1 millisecond'
+    group by source order by source`
+}
+
+/** Operations waiting in needs_reconciliation for longer than `olderThanMs`. */
+export async function staleReconciliations(client: postgres.Sql, olderThanMs: number) {
+  const [row] = await client<Array<{ n: number; oldest_key: string | null }>>`
+    select count(*)::int as n, (array_agg(operation_key order by updated_at))[1] as oldest_key
+    from operations
+    where status = 'needs_reconciliation' and updated_at <= now() - ${olderThanMs} * interval '1 millisecond'`
+  return { count: row?.n ?? 0, oldestKey: row?.oldest_key ?? null }
+}
+
+/** Approvals no person decided for longer than `olderThanMs`. */
+export async function staleApprovals(client: postgres.Sql, olderThanMs: number) {
+  const [row] = await client<Array<{ n: number }>>`
+    select count(*)::int as n from approvals
+    where status = 'pending' and created_at <= now() - ${olderThanMs} * interval '1 millisecond'`
+  return row?.n ?? 0
+}
+
+/** How many events are PENDING, and how long the oldest of them has waited. */
+export async function pendingBacklog(client: postgres.Sql) {
+  const [row] = await client<Array<{ n: number; oldest_ms: number | null }>>`
+    select count(*)::int as n, (extract(epoch from now() - min(received_at)) * 1000)::float8 as oldest_ms
+    from inbound_events where status = 'pending'`
+  return { count: row?.n ?? 0, oldestMs: row?.oldest_ms ?? 0 }
+}

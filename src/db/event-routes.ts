@@ -1,0 +1,139 @@
+import { asc, eq, sql } from 'drizzle-orm'
+import type postgres from 'postgres'
+import type { Database, Transaction } from './client.js'
+import { disabledRoutes, eventRoutes, type RouteDeliveryStatus } from './schema.js'
+
+/** What one attempt at one route came to, as the admin page shows it. */
+export interface RouteOutcome {
+  routeId: string
+  status: Exclude<RouteDeliveryStatus, 'pending'>
+  /** The route's destination or handler ran (a delivery that only waited did not). */
+  ran: boolean
+  error?: string | undefined
+  responseStatus?: number | undefined
+}
+
+export interface RouteStates {
+  /** This event's routes that are done: a retry or a replay runs only the others. */
+  done: ReadonlySet<string>
+  /** The source's routes a 410 Gone disabled, with why. */
+  disabled: ReadonlyMap<string, string>
+}
+
+/** One statement before an attempt: which routes are done for the event, which are disabled. */
+export async function readRouteStates(
+  client: postgres.Sql,
+  eventRowId: string,
+  source: string,
+): Promise<RouteStates> {
+  const rows = await client<Array<{ kind: 'done' | 'disabled'; route_id: string; reason: string | null }>>`
+    select 'done' as kind, route_id, null as reason from event_routes
+    where event_row_id = ${eventRowId} and status = 'done'
+    union all
+    select 'disabled', route_id, reason from disabled_routes where source = ${source}`
+  return {
+    done: new Set(rows.filter((row) => row.kind === 'done').map((row) => row.route_id)),
+    disabled: new Map(
+      rows.filter((row) => row.kind === 'disabled').map((row) => [row.route_id, row.reason ?? 'disabled']),
+    ),
+  }
+}
+
+/** Disables a route; true when this call did it (so one alert goes out, not one per delivery). */
+export async function disableRoute(
+  client: postgres.Sql,
+  source: string,
+  routeId: string,
+  reason: string,
+): Promise<boolean> {
+  const rows = await client`
+    insert into disabled_routes (source, route_id, reason) values (${source}, ${routeId}, ${reason})
+    on conflict do nothing returning route_id`
+  return rows.length === 1
+}
+
+/**
+ * Re-enables a route. Its paused deliveries go out at their next recheck (`delivery.pausedRecheckMs`).
+ * False when the route was not disabled.
+ */
+export async function enableRoute(client: postgres.Sql, source: string, routeId: string): Promise<boolean> {
+  const rows = await client`
+    delete from disabled_routes where source = ${source} and route_id = ${routeId} returning route_id`
+  return rows.length === 1
+}
+
+/** Every disabled route, for the admin page. */
+export function listDisabledRoutes(db: Database) {
+  return db.select().from(disabledRoutes).orderBy(asc(disabledRoutes.source), asc(disabledRoutes.routeId))
+}
+
+/**
+ * Records one attempt's outcome of every route it tried, in one statement. A route already done stays
+ * done: a code route marks itself done in its own transaction, and a worker whose lease ran out must
+ * not write an older status over that.
+ */
+export async function recordRouteOutcomes(
+  client: postgres.Sql,
+  eventRowId: string,
+  outcomes: readonly RouteOutcome[],
+): Promise<void> {
+  if (outcomes.length === 0) return
+  await client`
+    insert into event_routes as r (event_row_id, route_id, status, attempts, last_error, response_status)
+    select ${eventRowId}::uuid, route_id, status::route_delivery_status, ran::int, error, response_status::int
+    from unnest(
+      ${outcomes.map((o) => o.routeId)}::text[], ${outcomes.map((o) => o.status)}::text[],
+      ${outcomes.map((o) => (o.ran ? '1' : '0'))}::text[], ${outcomes.map((o) => o.error?.slice(0, 2000) ?? null)}::text[],
+      ${outcomes.map((o) => (o.responseStatus === undefined ? null : String(o.responseStatus)))}::text[]
+    ) as i(route_id, status, ran, error, response_status)
+    on conflict (event_row_id, route_id) do update
+    set status = excluded.status, attempts = r.attempts + excluded.attempts,
+        last_error = excluded.last_error,
+        response_status = coalesce(excluded.response_status, r.response_status), updated_at = now()
+    where r.status <> 'done'`
+}
+
+/**
+ * Takes a code route's row for this event inside the transaction that will mark it done: a second
+ * worker running the same route waits here until the first commits, then sees it done. Answers the
+ * route's status before this attempt.
+ */
+export async function lockEventRoute(
+  tx: Transaction,
+  eventRowId: string,
+  routeId: string,
+): Promise<RouteDeliveryStatus> {
+  await tx.execute(sql`
+    insert into event_routes (event_row_id, route_id, status) values (${eventRowId}, ${routeId}, 'pending')
+    on conflict do nothing`)
+  const [row] = (await tx.execute(sql`
+    select status from event_routes where event_row_id = ${eventRowId} and route_id = ${routeId}
+    for update`)) as unknown as Array<{ status: RouteDeliveryStatus }>
+  if (row === undefined) throw new Error(`event route ${eventRowId}/${routeId} vanished under its lock`)
+  return row.status
+}
+
+/** Marks a code route done in its handler's transaction, so its writes and the mark commit together. */
+export async function markEventRouteDone(
+  tx: Transaction,
+  eventRowId: string,
+  routeId: string,
+  responseStatus: number | undefined,
+): Promise<void> {
+  await tx.execute(sql`
+    update event_routes
+    set status = 'done', attempts = attempts + 1, last_error = null,
+        response_status = ${responseStatus ?? null}, updated_at = now()
+    where event_row_id = ${eventRowId} and route_id = ${routeId}`)
+}
+
+export type EventRouteRow = typeof eventRoutes.$inferSelect
+
+/** Every route the event matched, for its admin page. */
+export function listEventRoutes(db: Database, eventRowId: string): Promise<EventRouteRow[]> {
+  return db
+    .select()
+    .from(eventRoutes)
+    .where(eq(eventRoutes.eventRowId, eventRowId))
+    .orderBy(asc(eventRoutes.routeId))
+}

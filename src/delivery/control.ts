@@ -1,0 +1,96 @@
+import type { Config } from '../config/config.js'
+import type { Ledger } from '../db/client.js'
+import type { EventInvoker } from '../handlers/types.js'
+import type { Logger } from '../logger.js'
+import { addGauge, type Metrics } from '../metrics.js'
+import { producerConnection } from '../queue/connections.js'
+import type { FanOutDependencies } from './fan-out.js'
+import type { CircuitView, Destination, DestinationGuard, GuardEvents } from './guard.js'
+import { createMemoryGuard } from './memory-guard.js'
+import { createRedisGuard } from './redis-guard.js'
+
+export interface DeliveryControl {
+  /** What the worker's route handlers need. */
+  fanOut: FanOutDependencies
+  /** Every route's forward destination, for /metrics and the admin page. */
+  destinations: readonly Destination[]
+  circuit(destinationId: string): Promise<CircuitView>
+  close(): Promise<void>
+}
+
+/**
+ * The guard over every route destination (Redis when the queue is BullMQ, so every worker process
+ * shares the limits; memory with the in-process queue, where one process runs everything), and
+ * each destination's circuit on /metrics.
+ */
+export function startDeliveryControl(deps: {
+  config: Config
+  redisUrl: string | undefined
+  queuePrefix: string
+  ledger: Ledger
+  logger: Logger
+  metrics: Metrics
+  invoker: EventInvoker
+  events?: GuardEvents & Pick<FanOutDependencies, 'onRouteDisabled'>
+}): DeliveryControl {
+  const { config, logger } = deps
+  const guard: DestinationGuard =
+    deps.redisUrl === undefined
+      ? createMemoryGuard(logger, deps.events)
+      : createRedisGuard(quietConnection(deps.redisUrl), deps.queuePrefix, logger, deps.events)
+  const destinations = [...config.sources.values()].flatMap((source) =>
+    (source.config.routes ?? []).flatMap((route) =>
+      route.forward === undefined ? [] : [{ id: `${source.config.id}/${route.id}`, limits: route.forward }],
+    ),
+  )
+  const circuitGauges = [
+    {
+      name: 'hookledger_destination_circuit_open',
+      help: 'Whether the circuit breaker of a route destination is open (1, also half-open) or closed (0)',
+      value: (view: CircuitView) => (view.state === 'closed' ? 0 : 1),
+    },
+    {
+      name: 'hookledger_destination_consecutive_failures',
+      help: 'Consecutive failed deliveries (timeouts, 5xx, connection errors) to a route destination',
+      value: (view: CircuitView) => view.failures,
+    },
+  ]
+  for (const gauge of destinations.length > 0 ? circuitGauges : []) {
+    addGauge(deps.metrics, {
+      name: gauge.name,
+      help: gauge.help,
+      labelNames: ['destination'],
+      read: () =>
+        Promise.all(
+          destinations.map(async ({ id }) => ({
+            labels: { destination: id },
+            value: gauge.value(await guard.circuit(id)),
+          })),
+        ),
+    })
+  }
+  return {
+    fanOut: {
+      db: deps.ledger.db,
+      sql: deps.ledger.sql,
+      guard,
+      invoker: deps.invoker,
+      pausedRecheckMs: config.file.delivery.pausedRecheckMs,
+      ordering: {
+        recheckMs: config.file.delivery.orderingRecheckMs,
+        failedHeadRecheckMs: config.file.delivery.pausedRecheckMs,
+      },
+      ...(deps.events?.onRouteDisabled === undefined ? {} : { onRouteDisabled: deps.events.onRouteDisabled }),
+    },
+    destinations,
+    circuit: (id) => guard.circuit(id),
+    close: () => guard.close(),
+  }
+}
+
+function quietConnection(url: string) {
+  const connection = producerConnection(url)
+  // Reconnects are logged by the worker's own connection; an unhandled 'error' would end the process.
+  connection.on('error', () => {})
+  return connection
+}

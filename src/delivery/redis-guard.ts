@@ -1,0 +1,138 @@
+import type { Redis } from 'ioredis'
+import { RateLimiterRedis } from 'rate-limiter-flexible'
+import type { Logger } from '../logger.js'
+import { createGuard, type DestinationGuard, type GuardEvents, type GuardStore } from './guard.js'
+import { consumeOrWait } from './memory-guard.js'
+
+// Every script reads the clock of Redis (TIME), not of the calling process, so worker processes on
+// machines whose clocks disagree still agree on when a circuit opened and when it may close.
+const NOW = `local t = redis.call('time') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)`
+
+/** KEYS: circuit hash, probe, pause. ARGV: probe ttl ms, token. */
+const GATE = `${NOW}
+local openUntil = tonumber(redis.call('hget', KEYS[1], 'openUntil') or '0')
+if openUntil > now then return {'open', openUntil - now} end
+local pausedUntil = tonumber(redis.call('get', KEYS[3]) or '0')
+if pausedUntil > now then return {'paused', pausedUntil - now} end
+if openUntil == 0 then return {'closed', 0} end
+if redis.call('set', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[1]) then return {'probe', 0} end
+return {'probing', 0}`
+
+/** KEYS: circuit hash, probe, pause. ARGV: verdict, probe token, threshold, cool-down ms, retry-after ms. */
+const RECORD = `${NOW}
+local isProbe = ARGV[2] ~= '' and redis.call('get', KEYS[2]) == ARGV[2]
+if isProbe then redis.call('del', KEYS[2]) end
+local retryAfter = tonumber(ARGV[5])
+if retryAfter > 0 then
+  local pausedUntil = tonumber(redis.call('get', KEYS[3]) or '0')
+  if now + retryAfter > pausedUntil then redis.call('set', KEYS[3], now + retryAfter, 'PX', retryAfter) end
+end
+if ARGV[1] == 'success' or (ARGV[1] == 'neutral' and isProbe) then
+  redis.call('hset', KEYS[1], 'failures', 0, 'openUntil', 0)
+  return 0
+end
+if ARGV[1] ~= 'failure' then return 0 end
+local failures = redis.call('hincrby', KEYS[1], 'failures', 1)
+local openUntil = tonumber(redis.call('hget', KEYS[1], 'openUntil') or '0')
+if isProbe or (openUntil == 0 and failures >= tonumber(ARGV[3])) then
+  redis.call('hset', KEYS[1], 'openUntil', now + tonumber(ARGV[4]))
+  return 1
+end
+return 0`
+
+/** KEYS: probe. ARGV: token. */
+const RELEASE_PROBE = `if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]) end return 0`
+
+/** KEYS: slots (a sorted set of token → expiry). ARGV: cap, token, ttl ms. */
+const ACQUIRE_SLOT = `${NOW}
+redis.call('zremrangebyscore', KEYS[1], '-inf', now)
+if redis.call('zcard', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
+redis.call('pexpire', KEYS[1], ARGV[3])
+return 1`
+
+/**
+ * The guard for BullMQ deployments: every worker process reads and writes the same keys under the
+ * deployment's queue prefix, so a destination's limits hold across all of them. Rate limits are
+ * rate-limiter-flexible's fixed one-second windows; slots, circuits and pauses are short Lua scripts,
+ * each atomic in Redis.
+ */
+export function createRedisGuard(
+  redis: Redis,
+  prefix: string,
+  logger: Logger,
+  events: GuardEvents = {},
+): DestinationGuard {
+  const key = (id: string, part: string) => `${prefix}:dest:{${id}}:${part}`
+  const limiters = new Map<number, RateLimiterRedis>()
+  const store: GuardStore = {
+    async gate(id, probeTtlMs, token) {
+      const [kind, waitMs] = (await redis.eval(
+        GATE,
+        3,
+        key(id, 'circuit'),
+        key(id, 'probe'),
+        key(id, 'pause'),
+        probeTtlMs,
+        token,
+      )) as [string, number]
+      switch (kind) {
+        case 'closed':
+          return { kind }
+        case 'probe':
+          return { kind, token }
+        case 'open':
+        case 'paused':
+        case 'probing':
+          return { kind, waitMs: Number(waitMs) }
+        default:
+          throw new Error(`unexpected circuit gate '${kind}'`)
+      }
+    },
+    async record(id, verdict, { probeToken, threshold, coolDownMs, retryAfterMs }) {
+      const opened = await redis.eval(
+        RECORD,
+        3,
+        key(id, 'circuit'),
+        key(id, 'probe'),
+        key(id, 'pause'),
+        verdict,
+        probeToken ?? '',
+        threshold,
+        coolDownMs,
+        Math.round(retryAfterMs),
+      )
+      return opened === 1
+    },
+    async releaseProbe(id, token) {
+      await redis.eval(RELEASE_PROBE, 1, key(id, 'probe'), token)
+    },
+    async acquireSlot(id, cap, token, ttlMs) {
+      return (await redis.eval(ACQUIRE_SLOT, 1, key(id, 'slots'), cap, token, ttlMs)) === 1
+    },
+    async releaseSlot(id, token) {
+      await redis.zrem(key(id, 'slots'), token)
+    },
+    async consumeRate(id, perSecond) {
+      let limiter = limiters.get(perSecond)
+      if (limiter === undefined) {
+        limiter = new RateLimiterRedis({
+          storeClient: redis,
+          keyPrefix: `${prefix}:rate:${perSecond}`,
+          points: perSecond,
+          duration: 1,
+        })
+        limiters.set(perSecond, limiter)
+      }
+      return consumeOrWait(limiter, id)
+    },
+    async view(id) {
+      const [failures, openUntil] = await redis.hmget(key(id, 'circuit'), 'failures', 'openUntil')
+      return { failures: Number(failures ?? 0), openUntil: Number(openUntil ?? 0) }
+    },
+    async close() {
+      redis.disconnect()
+    },
+  }
+  return createGuard(store, logger, events)
+}

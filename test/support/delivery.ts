@@ -1,0 +1,82 @@
+import type postgres from 'postgres'
+import { afterAll, afterEach, beforeAll, expect } from 'vitest'
+import { createTestDatabase, type TestDatabase } from './database.js'
+import { startTestService, type TestService } from './service.js'
+import { signedHeaders } from './signing.js'
+
+/** Posts a signed event to a running service and returns its ledger row id; the answer must be 200. */
+export async function deliverEvent(
+  url: string,
+  source: string,
+  id: string,
+  payload: Record<string, unknown> = { type: 'order.created', id },
+): Promise<string> {
+  const body = JSON.stringify(payload)
+  const response = await fetch(`${url}/webhooks/${source}`, {
+    method: 'POST',
+    body,
+    headers: signedHeaders(body, { id }),
+  })
+  expect(response.status).toBe(200)
+  return ((await response.json()) as { id: string }).id
+}
+
+/** How many of a source's events are in each status, e.g. `{ done: 3, pending: 1 }`. */
+export async function statusCounts(sql: postgres.Sql, source: string): Promise<Record<string, number>> {
+  const rows = await sql<Array<{ status: string; n: number }>>`
+    select status::text, count(*)::int as n from inbound_events where source = ${source} group by 1 order by 1`
+  return Object.fromEntries(rows.map((row) => [row.status, row.n]))
+}
+
+/** Logs in to a running service's admin page and returns the session cookie. */
+export async function adminCookie(url: string, token: string): Promise<string> {
+  const login = await fetch(`${url}/admin/login`, {
+    method: 'POST',
+    redirect: 'manual',
+    body: new URLSearchParams({ name: 'ana', token }),
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: url },
+  })
+  expect(login.status).toBe(303)
+  return (login.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
+}
+
+export interface DeliveryTest {
+  /** This file's database, made before its tests and dropped after them. */
+  readonly database: TestDatabase
+  /** Starts the whole service on this file's database; it is closed after the test. */
+  start(options?: Omit<Parameters<typeof startTestService>[0] & object, 'database'>): Promise<TestService>
+  /** Runs `close` after the test (a sink, a proxy). */
+  closeAfter(...close: Array<() => Promise<void>>): void
+}
+
+/** One database per file and a service per test, everything closed in order: the delivery tests' hooks. */
+export function useDeliveryTest(prepare?: (database: TestDatabase) => Promise<void>): DeliveryTest {
+  let database: TestDatabase | undefined
+  let running: TestService | undefined
+  const closers: Array<() => Promise<void>> = []
+  beforeAll(async () => {
+    database = await createTestDatabase()
+    await prepare?.(database)
+  })
+  afterEach(async () => {
+    await running?.close()
+    running = undefined
+    for (const close of closers.splice(0)) await close()
+  })
+  afterAll(async () => {
+    await database?.drop()
+  })
+  return {
+    get database() {
+      if (database === undefined) throw new Error('the test database is made in beforeAll')
+      return database
+    },
+    async start(options = {}) {
+      running = await startTestService({ ...options, database: this.database })
+      return running
+    },
+    closeAfter(...close) {
+      closers.push(...close)
+    },
+  }
+}
