@@ -29,7 +29,8 @@ const ORPHAN_BATCH = 100
 /**
  * Every committed row ends DONE or FAILED, even when Redis was down at receive time or the process
  * died between the commit and the enqueue: the relay finds such rows in the ledger and enqueues them.
- * Several relays at once are safe, because a job's id is derived from its row and BullMQ adds it once.
+ * Several relays at once are safe: a row's own job id is derived from it, so BullMQ adds that once,
+ * and a row in two batch jobs is leased by one of them; the other finds it finished or leased.
  */
 export function startRelay(deps: RelayDependencies): Relay {
   let stopped = false

@@ -58,46 +58,47 @@ async function statuses(prefix: string) {
 const ids = (prefix: string, count: number) =>
   Array.from({ length: count }, (_, i) => `${prefix}${String(i).padStart(2, '0')}`)
 
+/** A code handler that writes its effect, then throws on the first try of one event. */
+function writesThenFailsFirstTry(failing: string | undefined): EventHandler {
+  let failed = false
+  return async ({ eventId, tx }) => {
+    await tx.execute(sql`insert into handler_effects (event_id) values (${eventId})`)
+    if (eventId === failing && !failed) {
+      failed = true
+      throw new Error('the first try of this one fails')
+    }
+  }
+}
+
+/** Every event DONE, the failing one after one error, and each handler write committed once. */
+async function expectEachDoneOnce(prefix: string, events: string[], failing: string | undefined) {
+  await expect
+    .poll(async () => (await statuses(prefix)).every((row) => row.status === 'done'), { timeout: 15_000 })
+    .toBe(true)
+  for (const row of await statuses(prefix)) {
+    expect(row.outcomes).toEqual(row.event_id === failing ? ['error', 'done'] : ['done'])
+  }
+  const effects = await database.sql<{ event_id: string; n: number }[]>`
+    select event_id, count(*)::int as n from handler_effects where event_id like ${`${prefix}%`} group by event_id`
+  expect(effects).toHaveLength(events.length)
+  expect(effects.every((row) => row.n === 1)).toBe(true)
+}
+
 describe('batched processing', () => {
   it('a code handler that throws for one event of a batch: the others commit DONE once, it retries alone', async () => {
     const events = ids('evt_batch_code_', 24)
     const failing = events[7]
-    let failed = false
-    const handler: EventHandler = async ({ eventId, tx }) => {
-      await tx.execute(sql`insert into handler_effects (event_id) values (${eventId})`)
-      if (eventId === failing && !failed) {
-        failed = true
-        throw new Error('the first try of this one fails')
-      }
-    }
+    const handler = writesThenFailsFirstTry(failing)
     running = await startTestService({ database, config: config(undefined), handlers: { acme: handler } })
     const url = running.url
     await Promise.all(events.map((id) => deliver(url, id)))
-    await expect
-      .poll(async () => (await statuses('evt_batch_code_')).every((row) => row.status === 'done'), {
-        timeout: 15_000,
-      })
-      .toBe(true)
-    for (const row of await statuses('evt_batch_code_')) {
-      expect(row.outcomes).toEqual(row.event_id === failing ? ['error', 'done'] : ['done'])
-    }
-    const effects = await database.sql<{ event_id: string; n: number }[]>`
-      select event_id, count(*)::int as n from handler_effects where event_id like 'evt_batch_code_%' group by event_id`
-    expect(effects).toHaveLength(events.length)
-    expect(effects.every((row) => row.n === 1)).toBe(true)
+    await expectEachDoneOnce('evt_batch_code_', events, failing)
   })
 
   it('rows committed together travel as one job; the one that must run again gets a job of its own', async () => {
     const events = ids('evt_batch_job_', 40)
     const failing = events[11]
-    let failed = false
-    const handler: EventHandler = async ({ eventId, tx }) => {
-      await tx.execute(sql`insert into handler_effects (event_id) values (${eventId})`)
-      if (eventId === failing && !failed) {
-        failed = true
-        throw new Error('the first try of this one fails')
-      }
-    }
+    const handler = writesThenFailsFirstTry(failing)
     // Committed without a job, as after a lost enqueue: the relay's one pass hands them on together.
     await claimEvents(
       database.sql,
@@ -119,17 +120,7 @@ describe('batched processing', () => {
       handlers: { acme: handler },
       role: 'worker',
     })
-    await expect
-      .poll(async () => (await statuses('evt_batch_job_')).every((row) => row.status === 'done'), {
-        timeout: 15_000,
-      })
-      .toBe(true)
-    for (const row of await statuses('evt_batch_job_')) {
-      expect(row.outcomes).toEqual(row.event_id === failing ? ['error', 'done'] : ['done'])
-    }
-    const effects = await database.sql<{ n: number }[]>`
-      select count(*)::int as n from handler_effects where event_id like 'evt_batch_job_%' group by event_id`
-    expect(effects.map((row) => row.n)).toEqual(events.map(() => 1))
+    await expectEachDoneOnce('evt_batch_job_', events, failing)
 
     const queue = running.service.queue
     if (queue.kind !== 'bullmq') throw new Error('this test needs the BullMQ queue')
