@@ -70,8 +70,12 @@ export async function leaseEvents(
         with ordinality as i(id, token, position)
       order by id, position),
     picked as (
+      -- Found by primary key only: status is compared as text so that the status index cannot
+      -- serve it. A big ledger is analyzed rarely, so its statistics say almost nothing is
+      -- PENDING, and the planner then reads every PENDING row of a backlog for each lease (62 ms
+      -- instead of 0.8 for 30 rows, with 3,000 PENDING in a 2M-row ledger).
       select e.id, input.token from inbound_events e join input on input.id = e.id
-      where e.status = 'pending' or (e.status = 'processing' and e.lease_until < now())
+      where e.status::text = 'pending' or (e.status::text = 'processing' and e.lease_until < now())
       for update of e skip locked),
     leased as (
       update inbound_events e
