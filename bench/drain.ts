@@ -14,6 +14,12 @@ import type { Destination } from './destination.js'
 import { BENCH_SECRET, benchBody, signedRequest } from './signing.js'
 import { type StatementCounter, startStatementCounter } from './statement-counter.js'
 
+/** The PostgreSQL server a database URL names: the statement counter sits in front of it. */
+function databaseServer(databaseUrl: string): { host: string; port: number } {
+  const url = new URL(databaseUrl)
+  return { host: url.hostname, port: Number(url.port || 5432) }
+}
+
 /** BENCH_CPU_PROF=<folder>: CPU profiles of both workers, to read before optimising anything. */
 function profileFlags(name: string): string[] {
   const folder = process.env.BENCH_CPU_PROF
@@ -142,7 +148,7 @@ async function hookledgerDrain(
     LOG_LEVEL: 'warn',
   }
   const ledger = postgres(options.databaseUrl, { max: 1, onnotice: () => {} })
-  const counter = countStatements ? await startStatementCounter({ host: '127.0.0.1', port: 5432 }) : undefined
+  const counter = countStatements ? await startStatementCounter(databaseServer(options.databaseUrl)) : undefined
   try {
     const api = await startChild(['bin/hookledger.js', 'serve', '--role', 'api'], env)
     const before = await rowCount(ledger)
@@ -193,7 +199,7 @@ async function baselineDrain(
   const prefix = `hl-bench-${options.run}-baseline-c${options.concurrency}`
   const ledger = postgres(options.databaseUrl, { max: 1, onnotice: () => {} })
   const queue = new Queue('baseline', { connection: { url: testRedisUrl() }, prefix })
-  const counter = countStatements ? await startStatementCounter({ host: '127.0.0.1', port: 5432 }) : undefined
+  const counter = countStatements ? await startStatementCounter(databaseServer(options.databaseUrl)) : undefined
   try {
     await ledger`
       create table if not exists baseline_events (
