@@ -120,7 +120,9 @@ async function complete(sql: postgres.Sql, completions: readonly Completion[]): 
       set status = 'completed', result_json = i.result::jsonb, downstream_id = i.downstream_id,
           last_error = null, lease_token = null, lease_until = null, completed_at = now(), updated_at = now()
       from input i
-      where o.id = i.id and o.lease_token = i.lease_token and o.status = 'in_progress'
+      -- By primary key only (status compared as text, as in the lease of src/db/events.ts): with the
+      -- status index the planner read every in-progress operation and filtered them per batch.
+      where o.id = i.id and o.lease_token = i.lease_token and o.status::text = 'in_progress'
       returning o.id, o.operation_key, i.attempt, i.actor, i.downstream_id, i.position),
     attempt as (
       update operation_attempts a set status = 'succeeded', finished_at = clock_timestamp()
