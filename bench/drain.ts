@@ -148,7 +148,9 @@ async function hookledgerDrain(
     LOG_LEVEL: 'warn',
   }
   const ledger = postgres(options.databaseUrl, { max: 1, onnotice: () => {} })
-  const counter = countStatements ? await startStatementCounter(databaseServer(options.databaseUrl)) : undefined
+  const counter = countStatements
+    ? await startStatementCounter(databaseServer(options.databaseUrl))
+    : undefined
   try {
     const api = await startChild(['bin/hookledger.js', 'serve', '--role', 'api'], env)
     const before = await rowCount(ledger)
@@ -199,7 +201,9 @@ async function baselineDrain(
   const prefix = `hl-bench-${options.run}-baseline-c${options.concurrency}`
   const ledger = postgres(options.databaseUrl, { max: 1, onnotice: () => {} })
   const queue = new Queue('baseline', { connection: { url: testRedisUrl() }, prefix })
-  const counter = countStatements ? await startStatementCounter(databaseServer(options.databaseUrl)) : undefined
+  const counter = countStatements
+    ? await startStatementCounter(databaseServer(options.databaseUrl))
+    : undefined
   try {
     await ledger`
       create table if not exists baseline_events (

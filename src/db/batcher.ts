@@ -8,23 +8,32 @@ export interface Batcher<I, O> {
 }
 
 /**
- * How long the first item of a batch waits for others. Events in flight reach each statement at
- * different moments, so a batch cut at the end of one event-loop turn held ~7 of a worker's 32;
- * waiting 1 ms gathers several turns' worth and took the drain from ~1 statement per event to ~0.3,
- * and the worker's and PostgreSQL's CPU per event down by a third (`npm run bench`, README). An
- * event pays it once per statement, a few ms in all, against a forward's HTTP round trip.
+ * How long the first item of a batch waits for others, by default. Events in flight reach each
+ * statement at different moments, so a batch cut at the end of one event-loop turn held ~7 of a
+ * worker's 32; waiting 1 ms gathers several turns' worth and took the drain from ~1 statement per
+ * event to ~0.3, and the worker's and PostgreSQL's CPU per event down by a third (`npm run bench`,
+ * README). An event pays it once per statement, a few ms in all, against a forward's HTTP round trip.
  */
 const GATHER_MS = 1
 
+export interface BatcherOptions {
+  /** Items per statement at most; a full batch goes at once. */
+  maxBatch?: number
+  gatherMs?: number
+}
+
 /**
- * Gathers the items of concurrent callers that arrive within GATHER_MS into one statement and one
+ * Gathers the items of concurrent callers that arrive within `gatherMs` into one statement and one
  * commit (group commit by hand), so the ledger's cost per item falls with load; each caller still
  * resumes only after the statement holding its own item has committed.
  *
  * One bad item must never fail its neighbours: when a batch fails for any reason but a lost ledger,
  * each item is run again on its own, so only the item that cannot be stored gets the error.
  */
-export function createBatcher<I, O>(runBatch: BatchRunner<I, O>, maxBatch = 64): Batcher<I, O> {
+export function createBatcher<I, O>(
+  runBatch: BatchRunner<I, O>,
+  { maxBatch = 64, gatherMs = GATHER_MS }: BatcherOptions = {},
+): Batcher<I, O> {
   type Waiting = { item: I; resolve: (result: O) => void; reject: (error: unknown) => void }
   let waiting: Waiting[] = []
 
@@ -54,7 +63,7 @@ export function createBatcher<I, O>(runBatch: BatchRunner<I, O>, maxBatch = 64):
     run(item) {
       return new Promise<O>((resolve, reject) => {
         waiting.push({ item, resolve, reject })
-        if (waiting.length === 1) setTimeout(flush, GATHER_MS)
+        if (waiting.length === 1) setTimeout(flush, gatherMs)
         else if (waiting.length >= maxBatch) flush()
       })
     },

@@ -157,11 +157,14 @@ export function createClaimBatcher(
   sql: postgres.Sql,
   hooks: { beforeCommit?: () => void; afterCommit?: () => void } = {},
 ): ClaimBatcher {
-  const batcher = createBatcher<NewEvent, ClaimResult>(async (events) => {
-    hooks.beforeCommit?.()
-    const results = await claimEvents(sql, events)
-    hooks.afterCommit?.()
-    return results
-  }, MAX_BATCH)
+  const batcher = createBatcher<NewEvent, ClaimResult>(
+    async (events) => {
+      hooks.beforeCommit?.()
+      const results = await claimEvents(sql, events)
+      hooks.afterCommit?.()
+      return results
+    },
+    { maxBatch: MAX_BATCH },
+  )
   return { claim: (event) => batcher.run(event) }
 }

@@ -59,7 +59,7 @@ export interface WorkerDependencies {
   evidence?: EvidenceIntake | undefined
 }
 
-/** The statements every event makes, each shared by the events of one event-loop turn. */
+/** The statements every event makes, each shared by the events that reach it within a millisecond. */
 interface Batches {
   lease: Batcher<LeaseRequest, LeaseResult>
   done: Batcher<DoneRecord, boolean>

@@ -1,0 +1,46 @@
+import { setImmediate as nextTurn } from 'node:timers/promises'
+import { describe, expect, it } from 'vitest'
+import { createBatcher } from './batcher.js'
+
+/** A batcher whose "statement" doubles each item and records the batches it was given. */
+function doubling(options: { failOn?: number; maxBatch?: number } = {}) {
+  const batches: number[][] = []
+  const batcher = createBatcher<number, number>(
+    async (items) => {
+      batches.push([...items])
+      if (items.includes(options.failOn ?? Number.NaN)) throw new Error(`cannot store ${options.failOn}`)
+      return items.map((item) => item * 2)
+    },
+    // A window far longer than the turns below take, so a busy machine cannot split the batch.
+    { gatherMs: 200, ...(options.maxBatch === undefined ? {} : { maxBatch: options.maxBatch }) },
+  )
+  return { batcher, batches }
+}
+
+describe('createBatcher', () => {
+  it('shares one statement among items that arrive in different event-loop turns', async () => {
+    const { batcher, batches } = doubling()
+    const first = batcher.run(1)
+    await nextTurn()
+    const second = batcher.run(2)
+    await nextTurn()
+    const third = batcher.run(3)
+    expect(await Promise.all([first, second, third])).toEqual([2, 4, 6])
+    // Cut at the end of a turn, these would have been three statements.
+    expect(batches).toEqual([[1, 2, 3]])
+  })
+
+  it('starts a new statement once the batch is full', async () => {
+    const { batcher, batches } = doubling({ maxBatch: 2 })
+    expect(await Promise.all([1, 2, 3].map((item) => batcher.run(item)))).toEqual([2, 4, 6])
+    expect(batches).toEqual([[1, 2], [3]])
+  })
+
+  it('runs a failed batch again item by item, so only the bad item gets the error', async () => {
+    const { batcher, batches } = doubling({ failOn: 2 })
+    const results = await Promise.allSettled([1, 2, 3].map((item) => batcher.run(item)))
+    expect(results.map((result) => result.status)).toEqual(['fulfilled', 'rejected', 'fulfilled'])
+    expect(results[1]).toMatchObject({ reason: { message: 'cannot store 2' } })
+    expect(batches).toEqual([[1, 2, 3], [1], [2], [3]])
+  })
+})
