@@ -15,6 +15,8 @@ export interface RelayDependencies {
   logger: Logger
   /** First hand every unfinished row to the queue: set when the queue's jobs died with the last process. */
   resumeAtStart?: boolean
+  /** Milliseconds now; tests move it by hand. */
+  clock?: () => number
 }
 
 export interface Relay {
@@ -25,6 +27,13 @@ export interface Relay {
 
 const BATCH = 500
 const ORPHAN_BATCH = 100
+/**
+ * The orphan pass reads every unfinished row (a row is an orphan only once it has been quiet for
+ * `orphanAfterMs`, which no index can find), ~120 ms for a backlog of 100,000 rows. Run on every tick
+ * it took that every second for as long as a big backlog drained, so it runs this many times per
+ * `orphanAfterMs` instead: a lost job is found at most a sixth of that period later.
+ */
+const ORPHAN_PASSES_PER_PERIOD = 6
 
 /**
  * Every committed row ends DONE or FAILED, even when Redis was down at receive time or the process
@@ -38,12 +47,23 @@ export function startRelay(deps: RelayDependencies): Relay {
   let running: Promise<unknown> = Promise.resolve()
   let failing = false
   let resume = deps.resumeAtStart === true
+  const clock = deps.clock ?? Date.now
+  const orphanPassEveryMs = Math.max(
+    deps.settings.intervalMs,
+    Math.floor(deps.settings.orphanAfterMs / ORPHAN_PASSES_PER_PERIOD),
+  )
+  let lastOrphanPass = Number.NEGATIVE_INFINITY
 
   const tick = async () => {
     // Cleared only once the pass succeeds, so a Postgres still starting up gets it retried.
     const resumed = resume ? await resumeUnfinished(deps) : 0
     resume = false
-    return resumed + (await enqueueUnqueued(deps)) + (await recoverOrphans(deps))
+    const enqueued = await enqueueUnqueued(deps)
+    const startedAt = clock()
+    if (startedAt - lastOrphanPass < orphanPassEveryMs) return resumed + enqueued
+    const recovered = await recoverOrphans(deps)
+    lastOrphanPass = startedAt
+    return resumed + enqueued + recovered
   }
 
   const loop = () => {
