@@ -11,8 +11,9 @@ export interface Batcher<I, O> {
  * How long the first item of a batch waits for others, by default. Events in flight reach each
  * statement at different moments, so a batch cut at the end of one event-loop turn held ~7 of a
  * worker's 32; waiting 1 ms gathers several turns' worth and took the drain from ~1 statement per
- * event to ~0.3, and the worker's and PostgreSQL's CPU per event down by a third (`npm run bench`,
- * README). An event pays it once per statement, a few ms in all, against a forward's HTTP round trip.
+ * event to ~0.3, PostgreSQL's CPU per event down by a third and the worker's by up to a quarter
+ * (`npm run bench`, README). An event pays it once per statement, a few ms in all, against a
+ * forward's HTTP round trip.
  */
 const GATHER_MS = 1
 
