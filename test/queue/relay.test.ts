@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto'
-import { inArray, sql } from 'drizzle-orm'
+import { eq, inArray, sql } from 'drizzle-orm'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { claimEvents } from '../../src/db/claims.js'
 import { inboundEvents } from '../../src/db/schema.js'
@@ -14,7 +14,7 @@ import {
   processEventJobId,
   processEventJobOptions,
 } from '../../src/queue/jobs.js'
-import { startRelay } from '../../src/queue/relay.js'
+import { type RelayDependencies, startRelay } from '../../src/queue/relay.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 
 let database: TestDatabase
@@ -25,6 +25,17 @@ beforeAll(async () => {
 afterAll(async () => {
   await database.drop()
 })
+
+/** A relay on an in-process queue, stopped before its first pass: each test runs the passes itself. */
+async function stoppedRelay(options: Pick<RelayDependencies, 'settings' | 'resumeAtStart' | 'clock'>) {
+  const backend = createInProcessBackend()
+  const queue = backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions)
+  const logger = createLogger('silent')
+  const enqueuer = createEnqueuer({ queue, sql: database.sql, logger, failpoints: noFailpoints })
+  const relay = startRelay({ db: database.db, queue, enqueuer, logger, ...options })
+  await relay.stop()
+  return { backend, queue, relay }
+}
 
 describe('relay: resuming an in-process queue at start', () => {
   it('hands every unfinished row to the queue in one pass, past its batch size, keeping backoffs', async () => {
@@ -53,20 +64,10 @@ describe('relay: resuming an in-process queue at start', () => {
       .set({ nextAttemptAt: sql`now() + interval '1 minute'`, attempts: 1 })
       .where(inArray(inboundEvents.id, backoff))
 
-    const backend = createInProcessBackend()
-    const queue = backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions)
-    const logger = createLogger('silent')
-    const enqueuer = createEnqueuer({ queue, sql: database.sql, logger, failpoints: noFailpoints })
-    const relay = startRelay({
-      db: database.db,
-      queue,
-      enqueuer,
+    const { backend, queue, relay } = await stoppedRelay({
       settings: { intervalMs: 60_000, graceMs: 60_000, orphanAfterMs: 3_600_000 },
-      logger,
       resumeAtStart: true,
     })
-    // Stopped before its first pass: the test runs the passes itself.
-    await relay.stop()
     expect(await relay.tick()).toBe(1_100)
     // The rows due now travel together, up to MAX_ROWS_PER_JOB a job; each row in backoff has its own.
     const { waiting, delayed } = await queue.getJobCounts('waiting', 'delayed')
@@ -92,6 +93,50 @@ describe('relay: resuming an in-process queue at start', () => {
     await expect.poll(() => carried.length).toBe(due.length)
     expect(new Set(carried)).toEqual(new Set(due))
     await processor.close()
+    await queue.close()
+  })
+})
+
+/** A row that was enqueued once and has been quiet for two minutes: its job is gone. */
+async function orphan(eventId: string): Promise<string> {
+  const [claim] = await claimEvents(database.sql, [
+    {
+      source: 'acme',
+      eventId,
+      eventType: null,
+      payloadHash: 'e'.repeat(64),
+      body: Buffer.from('{}'),
+      headers: {},
+    },
+  ])
+  const id = claim?.id ?? ''
+  await database.db
+    .update(inboundEvents)
+    .set({ enqueuedAt: sql`now() - interval '2 minutes'`, updatedAt: sql`now() - interval '2 minutes'` })
+    .where(eq(inboundEvents.id, id))
+  return id
+}
+
+describe('relay: orphan recovery', () => {
+  it('looks for lost jobs a sixth of orphanAfterMs apart, not on every tick', async () => {
+    let now = 1_000_000
+    const { queue, relay } = await stoppedRelay({
+      settings: { intervalMs: 1000, graceMs: 60_000, orphanAfterMs: 60_000 },
+      clock: () => now,
+    })
+
+    const first = await orphan('evt_orphan_first')
+    expect(await relay.tick()).toBe(1)
+    expect(await queue.getJobState(processEventJobId(first))).toBe('waiting')
+
+    const second = await orphan('evt_orphan_second')
+    now += 1000
+    expect(await relay.tick()).toBe(0)
+    expect(await queue.getJobState(processEventJobId(second))).toBe('unknown')
+
+    now += 9_000
+    expect(await relay.tick()).toBe(1)
+    expect(await queue.getJobState(processEventJobId(second))).toBe('waiting')
     await queue.close()
   })
 })
