@@ -5,14 +5,19 @@
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/shop SHOP_WEBHOOK_SECRET=whsec_… \
 //     node examples/code-handler.mjs
 //
-// Then send it a Standard Webhooks `invoice.paid` event at http://127.0.0.1:3000/webhooks/shop
-// (REDIS_URL optional: unset, jobs run in this process's own queue).
+// Then send it a Standard Webhooks `invoice.paid` event with `data.id` and `data.amount` at
+// http://127.0.0.1:3001/webhooks/shop (the README has a snippet). REDIS_URL is optional: unset, jobs
+// run in this process's own queue.
 import { sql } from 'drizzle-orm'
-import { buildConfig, readEnvironment, startService } from 'hookledger'
+import { buildConfig, createLogger, HandlerError, migrateLedger, readEnvironment, startService } from 'hookledger'
 import postgres from 'postgres'
 
-const env = readEnvironment(process.env)
+// Port 3001 unless PORT says otherwise, so the example runs beside `npm start` on 3000.
+const env = readEnvironment({ PORT: '3001', ...process.env })
 if (env.DATABASE_URL === undefined) throw new Error('set DATABASE_URL: the example keeps its table there')
+
+// The ledger first: this creates the database when the server has none by that name yet.
+await migrateLedger(env.DATABASE_URL, createLogger('warn'))
 
 // The example's own table, beside the ledger's. Its primary key is the event id, so even code that
 // skipped `tx` would be caught; with `tx` the key is never hit.
@@ -33,7 +38,12 @@ const config = buildConfig(
 /** @type {import('hookledger').EventHandler} */
 async function recordPaidInvoice({ eventId, eventType, event, tx, logger }) {
   if (eventType !== 'invoice.paid') return
-  const { data } = /** @type {{ data: { id: string, amount: number } }} */ (event)
+  const { data } = /** @type {{ data?: { id?: unknown, amount?: unknown } }} */ (event)
+  // The sender's JSON is checked before it reaches SQL: a missing amount would otherwise arrive as a
+  // statement error nobody can read. The attempt fails with this message on its record.
+  if (typeof data?.id !== 'string' || !Number.isInteger(data.amount)) {
+    throw new HandlerError('invoice.paid needs data.id (a string) and data.amount (an integer)')
+  }
   await tx.execute(
     sql`insert into paid_invoices (event_id, invoice_id, amount) values (${eventId}, ${data.id}, ${data.amount})`,
   )
