@@ -195,17 +195,20 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           dashboardQueues: backend.kind === 'bullmq' ? backend.queues() : undefined,
           circuit: delivery.circuit,
         })
-  const server = await new Promise<ServerType>((resolve) => {
-    const started = serve(
-      {
-        fetch: app.fetch,
-        port: env.PORT,
-        hostname: env.HOST,
-        serverOptions: httpTimeouts(config.file.server),
-      },
-      () => resolve(started),
-    )
-  })
+  let server: ServerType
+  try {
+    server = await listen(app.fetch, env, config)
+  } catch (error) {
+    // Nothing runs yet but what the app needs: stop it, so a library caller's process can end.
+    await settlesWithin(alerts?.stop() ?? Promise.resolve(), 5000)
+    await settlesWithin(delivery.close(), 2000)
+    await settlesWithin(queue.close(), 2000)
+    await settlesWithin(reconcileQueue.close(), 2000)
+    await backend.close()
+    await ledger.close()
+    await embedded?.stop()
+    throw listenProblem(error, env) ?? error
+  }
   const address = server.address() as AddressInfo
   const url = `http://${address.family === 'IPv6' ? `[${address.address}]` : address.address}:${address.port}`
   logger.info(
@@ -303,6 +306,40 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       return closing
     },
   }
+}
+
+/** Serves `fetch` on PORT and HOST; rejects when the address cannot be had. */
+function listen(fetch: (request: Request) => Response | Promise<Response>, env: Environment, config: Config) {
+  return new Promise<ServerType>((resolve, reject) => {
+    const started = serve(
+      { fetch, port: env.PORT, hostname: env.HOST, serverOptions: httpTimeouts(config.file.server) },
+      () => {
+        started.off('error', reject)
+        resolve(started)
+      },
+    )
+    started.once('error', reject)
+  })
+}
+
+/** An address the operator can fix (taken, or not theirs to bind) as the environment mistake it is. */
+function listenProblem(error: unknown, env: Environment): EnvironmentError | undefined {
+  const code = (error as NodeJS.ErrnoException).code
+  const address = `${env.HOST}:${env.PORT}`
+  if (code === 'EADDRINUSE') {
+    return new EnvironmentError([
+      `PORT: ${address} is in use by another process; stop it or set another PORT`,
+    ])
+  }
+  if (code === 'EACCES') {
+    return new EnvironmentError([
+      `PORT: ${address} needs privileges this process lacks; set a PORT above 1023`,
+    ])
+  }
+  if (code === 'EADDRNOTAVAIL') {
+    return new EnvironmentError([`HOST: ${env.HOST} is not an address of this machine`])
+  }
+  return undefined
 }
 
 /**

@@ -1,5 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process'
 import { mkdtempSync, writeFileSync } from 'node:fs'
+import { type AddressInfo, createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -134,7 +135,13 @@ describe('hookledger serve', () => {
 
   it('answers /readyz with 503 naming the store that is down', async () => {
     const configPath = writeConfig('ready.json', {
-      sources: [{ id: 'acme', verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] } }],
+      sources: [
+        {
+          id: 'acme',
+          verify: { scheme: 'standard-webhooks', secrets: ['env:ACME_SECRET'] },
+          handler: { type: 'forward', url: 'http://127.0.0.1:9/unused' },
+        },
+      ],
     })
     const child = await startChild([CLI, 'serve', '--role', 'api', '--config', configPath], {
       DATABASE_URL: database.url,
@@ -161,6 +168,37 @@ describe('hookledger serve', () => {
     expect(result.stderr).toContain('DATABASE_URL: must be a postgres:// URL')
     expect(result.stderr).toContain('REDIS_URL: must be a redis:// or rediss:// URL')
     expect(result.stderr).toContain('PORT:')
+  })
+
+  it('refuses a port another process holds in one line, and exits instead of hanging on what it opened', async () => {
+    const holder = createServer()
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve))
+    const { port } = holder.address() as AddressInfo
+    const configPath = writeConfig('port-taken.json', {
+      sources: [
+        {
+          id: 'acme',
+          verify: { scheme: 'standard-webhooks', secrets: ['env:ACME_SECRET'] },
+          handler: { type: 'forward', url: 'http://127.0.0.1:9/unused' },
+        },
+      ],
+    })
+    try {
+      // The whole start runs (migrations, ledger pool, queue) before the listen fails; spawnSync's
+      // timeout fails the test if any of that keeps the process alive.
+      const result = runCli(['serve', '--config', configPath], {
+        DATABASE_URL: database.url,
+        ACME_SECRET: TEST_SECRET,
+        HOST: '127.0.0.1',
+        PORT: String(port),
+      })
+      expect(result.status).toBe(1)
+      expect(result.stderr.trimEnd()).toBe(
+        `hookledger: invalid environment: PORT: 127.0.0.1:${port} is in use by another process; stop it or set another PORT`,
+      )
+    } finally {
+      holder.close()
+    }
   })
 
   it('refuses an api-only or worker-only process without Redis, naming REDIS_URL and the role', () => {

@@ -49,6 +49,15 @@ export function adminOff(): MiddlewareHandler {
 export function sameOriginWrites(): MiddlewareHandler {
   return async (c, next) => {
     if (!SAFE.has(c.req.method) && !isSameOrigin(c)) {
+      // A browser names where a write comes from; a request naming nothing is a script's (curl's),
+      // which belongs on the bearer API instead.
+      if (c.req.header('sec-fetch-site') === undefined && c.req.header('origin') === undefined) {
+        throw new ApiError(
+          403,
+          'origin_required',
+          "state-changing admin page requests need the page's Origin header; scripts use /admin/api/… with ADMIN_TOKEN as a bearer token",
+        )
+      }
       throw new ApiError(
         403,
         'cross_origin',
