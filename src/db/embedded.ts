@@ -62,7 +62,9 @@ export async function startEmbeddedPostgres(dataDir: string, logger: Logger): Pr
     // orphaned and stops it.
     const stopOnExit = () => server.kill('SIGINT')
     process.on('exit', stopOnExit)
-    logger.info({ dataDir: folder, port, pid: server.pid }, 'embedded PostgreSQL started')
+    // The cluster's own folder too: as root in a folder the server's user cannot enter, it is not
+    // under dataDir but under /var/lib/hookledger, and that is where its data is (and stays).
+    logger.info({ dataDir: folder, cluster: pgdata, port, pid: server.pid }, 'embedded PostgreSQL started')
     return {
       url,
       dataDir: folder,
