@@ -35,6 +35,11 @@ export interface DrainResult {
   startToLastMs: number
   cpuMsPerEvent: number
   storesCpuMsPerEvent: number
+  /**
+   * How busy both cores were over the drain, everything on them included: a worker that leaves them
+   * idle is waiting, not working.
+   */
+  machineBusyPercent: number
   commitsPerEvent: number
   /** Counted through a proxy in a separate, smaller run (the proxy costs CPU of its own). */
   statementsPerEvent?: number | undefined
@@ -65,6 +70,18 @@ function cpuMsOf(command: string): number {
   return total
 }
 
+/** The machine's CPU time so far, busy and in all, in clock ticks (Linux: the first line of /proc/stat). */
+function machineTicks(): { busy: number; total: number } {
+  const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '')
+    .trim()
+    .split(/\s+/)
+    .slice(1)
+    .map(Number)
+  const total = fields.reduce((sum, value) => sum + value, 0)
+  // idle and iowait: the cores had nothing to run.
+  return { busy: total - (fields[3] ?? 0) - (fields[4] ?? 0), total }
+}
+
 async function commits(sql: postgres.Sql, database: string): Promise<number> {
   const [row] = await sql<{ commits: string }[]>`
     select xact_commit::text as commits from pg_stat_database where datname = ${database}`
@@ -82,6 +99,7 @@ async function timeDrain(
   cpuMsPerEvent: number
   /** PostgreSQL's and Redis's CPU per event over the same span: the worker's cost on the shared cores. */
   storesCpuMsPerEvent: number
+  machineBusyPercent: number
   repeats: number
   child: Child
 }> {
@@ -90,16 +108,19 @@ async function timeDrain(
   const child = await start()
   const readyCpu = cpuMs(child.process.pid)
   const readyStoresCpu = cpuMsOf('postgres') + cpuMsOf('redis-server')
+  const readyTicks = machineTicks()
   const deliveredAtReady = destination.delivered()
   const { firstAt, lastAt } = await destination.waitFor(events, 300_000)
   const cpu = cpuMs(child.process.pid) - readyCpu
   const storesCpu = cpuMsOf('postgres') + cpuMsOf('redis-server') - readyStoresCpu
+  const ticks = machineTicks()
   const repeats = destination.repeats()
   return {
     perSecond: (events - 1) / Math.max((lastAt - firstAt) / 1000, 0.001),
     startToLastMs: lastAt - spawnedAt,
     cpuMsPerEvent: cpu / Math.max(events - deliveredAtReady, 1),
     storesCpuMsPerEvent: storesCpu / Math.max(events - deliveredAtReady, 1),
+    machineBusyPercent: (100 * (ticks.busy - readyTicks.busy)) / Math.max(ticks.total - readyTicks.total, 1),
     repeats,
     child,
   }
@@ -277,6 +298,7 @@ async function measureWorker(
     startToLastMs: timed.startToLastMs,
     cpuMsPerEvent: timed.cpuMsPerEvent,
     storesCpuMsPerEvent: timed.storesCpuMsPerEvent,
+    machineBusyPercent: timed.machineBusyPercent,
     commitsPerEvent: (commitsAfter - commitsBefore) / events,
     jobsPerEvent: worker.jobs / events,
     statementsPerEvent:
