@@ -195,11 +195,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           dashboardQueues: backend.kind === 'bullmq' ? backend.queues() : undefined,
           circuit: delivery.circuit,
         })
-  let server: ServerType
-  try {
-    server = await listen(app.fetch, env, config)
-  } catch (error) {
-    // Nothing runs yet but what the app needs: stop it, so a library caller's process can end.
+  // What the app stands on, stopped last by close(), or at once when the address cannot be had, so
+  // that a library caller's process can end.
+  const stopFoundations = async () => {
     await settlesWithin(alerts?.stop() ?? Promise.resolve(), 5000)
     await settlesWithin(delivery.close(), 2000)
     await settlesWithin(queue.close(), 2000)
@@ -207,6 +205,12 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     await backend.close()
     await ledger.close()
     await embedded?.stop()
+  }
+  let server: ServerType
+  try {
+    server = await listen(app.fetch, env, config)
+  } catch (error) {
+    await stopFoundations()
     throw listenProblem(error, env) ?? error
   }
   const address = server.address() as AddressInfo
@@ -294,13 +298,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           await settlesWithin(worker.close(true), 1000)
         }
         await settlesWithin(reconciler?.close() ?? Promise.resolve(), SHUTDOWN_DRAIN_MS)
-        await settlesWithin(alerts?.stop() ?? Promise.resolve(), 5000)
-        await settlesWithin(delivery.close(), 2000)
-        await settlesWithin(queue.close(), 2000)
-        await settlesWithin(reconcileQueue.close(), 2000)
-        await backend.close()
-        await ledger.close()
-        await embedded?.stop()
+        await stopFoundations()
         logger.info('hookledger stopped')
       })()
       return closing

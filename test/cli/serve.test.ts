@@ -135,13 +135,7 @@ describe('hookledger serve', () => {
 
   it('answers /readyz with 503 naming the store that is down', async () => {
     const configPath = writeConfig('ready.json', {
-      sources: [
-        {
-          id: 'acme',
-          verify: { scheme: 'standard-webhooks', secrets: ['env:ACME_SECRET'] },
-          handler: { type: 'forward', url: 'http://127.0.0.1:9/unused' },
-        },
-      ],
+      sources: [{ id: 'acme', verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] } }],
     })
     const child = await startChild([CLI, 'serve', '--role', 'api', '--config', configPath], {
       DATABASE_URL: database.url,
@@ -178,7 +172,7 @@ describe('hookledger serve', () => {
       sources: [
         {
           id: 'acme',
-          verify: { scheme: 'standard-webhooks', secrets: ['env:ACME_SECRET'] },
+          verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
           handler: { type: 'forward', url: 'http://127.0.0.1:9/unused' },
         },
       ],
@@ -188,7 +182,6 @@ describe('hookledger serve', () => {
       // timeout fails the test if any of that keeps the process alive.
       const result = runCli(['serve', '--config', configPath], {
         DATABASE_URL: database.url,
-        ACME_SECRET: TEST_SECRET,
         HOST: '127.0.0.1',
         PORT: String(port),
       })
