@@ -9,7 +9,14 @@
 // http://127.0.0.1:3001/webhooks/shop (the README has a snippet). REDIS_URL is optional: unset, jobs
 // run in this process's own queue.
 import { sql } from 'drizzle-orm'
-import { buildConfig, createLogger, HandlerError, migrateLedger, readEnvironment, startService } from 'hookledger'
+import {
+  buildConfig,
+  createLogger,
+  HandlerError,
+  migrateLedger,
+  readEnvironment,
+  startService,
+} from 'hookledger'
 import postgres from 'postgres'
 
 // Port 3001 unless PORT says otherwise, so the example runs beside `npm start` on 3000.
