@@ -1,9 +1,9 @@
-import { setImmediate as nextTurn } from 'node:timers/promises'
+import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises'
 import { describe, expect, it } from 'vitest'
 import { createBatcher } from './batcher.js'
 
 /** A batcher whose "statement" doubles each item and records the batches it was given. */
-function doubling(options: { failOn?: number; maxBatch?: number } = {}) {
+function doubling(options: { failOn?: number; maxBatch?: number; gatherMs?: number } = {}) {
   const batches: number[][] = []
   const batcher = createBatcher<number, number>(
     async (items) => {
@@ -12,7 +12,10 @@ function doubling(options: { failOn?: number; maxBatch?: number } = {}) {
       return items.map((item) => item * 2)
     },
     // A window far longer than the turns below take, so a busy machine cannot split the batch.
-    { gatherMs: 200, ...(options.maxBatch === undefined ? {} : { maxBatch: options.maxBatch }) },
+    {
+      gatherMs: options.gatherMs ?? 200,
+      ...(options.maxBatch === undefined ? {} : { maxBatch: options.maxBatch }),
+    },
   )
   return { batcher, batches }
 }
@@ -34,6 +37,21 @@ describe('createBatcher', () => {
     const { batcher, batches } = doubling({ maxBatch: 2 })
     expect(await Promise.all([1, 2, 3].map((item) => batcher.run(item)))).toEqual([2, 4, 6])
     expect(batches).toEqual([[1, 2], [3]])
+  })
+
+  it('gives the batch after a full one a whole window, not the rest of the full one', async () => {
+    const { batcher, batches } = doubling({ maxBatch: 2, gatherMs: 400 })
+    const full = Promise.all([batcher.run(1), batcher.run(2)])
+    await sleep(200)
+    const third = batcher.run(3)
+    // Past the full batch's window (400 ms after item 1), inside the third item's (600 ms).
+    await sleep(300)
+    const fourth = batcher.run(4)
+    expect(await Promise.all([full, third, fourth])).toEqual([[2, 4], 6, 8])
+    expect(batches).toEqual([
+      [1, 2],
+      [3, 4],
+    ])
   })
 
   it('runs a failed batch again item by item, so only the bad item gets the error', async () => {

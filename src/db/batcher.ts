@@ -37,6 +37,9 @@ export function createBatcher<I, O>(
 ): Batcher<I, O> {
   type Waiting = { item: I; resolve: (result: O) => void; reject: (error: unknown) => void }
   let waiting: Waiting[] = []
+  // The window of the batch now gathering; a batch that fills up goes at once and ends it, so the
+  // next batch gets a whole window of its own instead of the rest of this one.
+  let window: NodeJS.Timeout | undefined
 
   const settle = async (batch: readonly Waiting[]) => {
     try {
@@ -55,6 +58,8 @@ export function createBatcher<I, O>(
   }
 
   const flush = () => {
+    clearTimeout(window)
+    window = undefined
     const batch = waiting
     waiting = []
     if (batch.length > 0) void settle(batch)
@@ -64,7 +69,7 @@ export function createBatcher<I, O>(
     run(item) {
       return new Promise<O>((resolve, reject) => {
         waiting.push({ item, resolve, reject })
-        if (waiting.length === 1) setTimeout(flush, gatherMs)
+        if (waiting.length === 1) window = setTimeout(flush, gatherMs)
         else if (waiting.length >= maxBatch) flush()
       })
     },

@@ -104,7 +104,8 @@ describe('410 Gone', () => {
     // and the disabled destination is not sent anything more.
     await new Promise((resolve) => setTimeout(resolve, 1500))
     expect(destination.received).toHaveLength(1)
-    expect(await statuses('gone')).toEqual({ pending: 2 })
+    // Each recheck leases the paused row for a moment (PROCESSING); between rechecks both are PENDING.
+    await expect.poll(() => statuses('gone'), { timeout: 2000, interval: 50 }).toEqual({ pending: 2 })
     const routes = await t.database.sql<Array<{ route_id: string; status: string }>>`
       select route_id, r.status::text from event_routes r join inbound_events e on e.id = r.event_row_id
       where e.source = 'gone' order by e.event_id, route_id`

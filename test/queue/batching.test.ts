@@ -14,9 +14,9 @@ import { signedHeaders } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 import { testConfig } from '../support/stack.js'
 
-// The worker shares its lease and DONE statements among the events of one event-loop turn, and a job
-// carries the rows claimed together. These tests pin what that must never change: one event's
-// failure, slowness or bad answer stays its own.
+// The worker shares its lease and DONE statements among the events that reach them within a
+// millisecond (src/db/batcher.ts), and a job carries the rows claimed together. These tests pin what
+// that must never change: one event's failure, slowness or bad answer stays its own.
 
 let database: TestDatabase
 let running: TestService | undefined
