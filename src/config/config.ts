@@ -161,6 +161,14 @@ export const configFileSchema = z.object({
         .default(60 * 60 * 1000),
       /** Rows per DELETE, so a large backlog never holds long locks. */
       batchSize: z.number().int().min(1).max(100_000).default(1000),
+      /**
+       * Settled outbound operations (completed, compensated, exhausted, failed, abandoned) are
+       * deleted this many days after their last change, with their attempts, approvals, audit
+       * entries and settled evidence; open ones never are. Kept longer than a source's
+       * `retentionDays`, a forward's operation still stops a provider's late retry from being sent
+       * again after its event was deleted.
+       */
+      operationDays: z.number().int().min(1).max(3650).default(90),
     })
     .prefault({}),
   delivery: z

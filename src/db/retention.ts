@@ -2,6 +2,7 @@ import type postgres from 'postgres'
 import type { Config } from '../config/config.js'
 import { providerRetryHorizonSeconds } from '../inbound/verifiers/index.js'
 import type { Logger } from '../logger.js'
+import type { OperationStatus } from './outbound-schema.js'
 
 export interface Retention {
   /** One pass over every source; returns how many rows it deleted. Exposed for tests. */
@@ -9,18 +10,33 @@ export interface Retention {
   stop(): Promise<void>
 }
 
+/** Operations nothing will run or decide again. The others are owed work or a human's decision. */
+const SETTLED_OPERATIONS: OperationStatus[] = ['completed', 'compensated', 'exhausted', 'failed', 'abandoned']
+
 /**
- * Deletes DONE events older than their source's `retentionDays`, in bounded batches. PENDING,
- * PROCESSING and FAILED rows are never deleted: they are work still owed (or owed a human look).
- * Sources no longer in the config are left alone rather than guessed at.
+ * Deletes DONE events older than their source's `retentionDays`, and settled outbound operations
+ * older than `retention.operationDays`, in bounded batches. PENDING, PROCESSING and FAILED events
+ * and open operations are never deleted: they are work still owed (or owed a human look). Sources
+ * no longer in the config are left alone rather than guessed at.
  */
 export function startRetention(deps: { sql: postgres.Sql; config: Config; logger: Logger }): Retention {
-  const { intervalMs, batchSize } = deps.config.file.retention
+  const { intervalMs, batchSize, operationDays } = deps.config.file.retention
   let stopped = false
   let timer: NodeJS.Timeout | undefined
   let running: Promise<unknown> = Promise.resolve()
 
   const sweep = async () => {
+    const events = await sweepEvents()
+    const operations = await sweepOperations()
+    const evidence = await sweepEvidence()
+    if (events > 0) deps.logger.info({ deleted: events }, 'retention deleted expired DONE events')
+    if (operations + evidence > 0) {
+      deps.logger.info({ operations, evidence }, 'retention deleted expired operations and evidence')
+    }
+    return events + operations + evidence
+  }
+
+  const sweepEvents = async () => {
     let total = 0
     for (const [id, source] of deps.config.sources) {
       for (;;) {
@@ -37,7 +53,60 @@ export function startRetention(deps: { sql: postgres.Sql; config: Config; logger
         if (deleted.count < batchSize || stopped) break
       }
     }
-    if (total > 0) deps.logger.info({ deleted: total }, 'retention deleted expired DONE events')
+    return total
+  }
+
+  /**
+   * An operation goes with its attempts and approvals (foreign keys) and its audit entries, in one
+   * transaction per batch. The audit refuses every other delete (migration 0010); this transaction
+   * alone says it is the sweep.
+   */
+  const sweepOperations = async () => {
+    let total = 0
+    for (;;) {
+      const deleted = await deps.sql.begin(async (tx) => {
+        await tx`select set_config('hookledger.retention_sweep', 'on', true)`
+        const [row] = await tx<Array<{ operations: number }>>`
+          with expired as (
+            select id from operations
+            where status = any(${SETTLED_OPERATIONS}::operation_status[])
+              and updated_at < now() - ${operationDays} * interval '1 day'
+            order by updated_at
+            limit ${batchSize}
+            for update skip locked),
+          audit as (delete from operation_audit a using expired e where a.operation_id = e.id),
+          deleted as (delete from operations o using expired e where o.id = e.id returning o.id)
+          select count(*)::int as operations from deleted`
+        return row?.operations ?? 0
+      })
+      total += deleted
+      if (deleted < batchSize || stopped) break
+    }
+    return total
+  }
+
+  /**
+   * What providers' events said about operations (operation_evidence), once as old as an expired
+   * operation and while no open operation has its key: the evidence that settled an operation, and
+   * evidence about one this ledger never saw.
+   */
+  const sweepEvidence = async () => {
+    let total = 0
+    for (;;) {
+      const deleted = await deps.sql`
+        delete from operation_evidence where id in (
+          select v.id from operation_evidence v
+          where v.received_at < now() - ${operationDays} * interval '1 day'
+            and not exists (
+              select 1 from operations o
+              where o.operation_key = v.operation_key
+                and o.status <> all(${SETTLED_OPERATIONS}::operation_status[]))
+          order by v.id
+          limit ${batchSize}
+          for update skip locked)`
+      total += deleted.count
+      if (deleted.count < batchSize || stopped) break
+    }
     return total
   }
 

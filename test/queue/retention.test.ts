@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { claimEvents } from '../../src/db/claims.js'
 import { retentionWarnings, startRetention } from '../../src/db/retention.js'
 import { createLogger } from '../../src/logger.js'
+import { createOutboundLedger } from '../../src/outbound/ledger.js'
+import { defineTool } from '../../src/outbound/tools.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { testConfig } from '../support/stack.js'
 
@@ -55,6 +57,97 @@ describe('retention', () => {
     } finally {
       await retention.stop()
     }
+  })
+})
+
+describe('retention of the outbound ledger', () => {
+  const sent = defineTool<{ n: number }, { ok: true }>({
+    name: 'sent',
+    effect: 'idempotent',
+    execute: async () => ({ kind: 'success', result: { ok: true } }),
+  })
+  const lost = defineTool<{ n: number }, never>({
+    name: 'lost',
+    effect: 'irreversible',
+    execute: async () => {
+      throw new Error('socket hang up')
+    },
+  })
+
+  async function age(key: string, days: number) {
+    await database.sql`update operations set updated_at = now() - ${days} * interval '1 day' where operation_key = ${key}`
+  }
+  async function evidence(eventId: string, key: string, status: string, ageDays: number) {
+    await database.sql`
+      insert into operation_evidence
+        (source, event_id, event_type, event_row_id, operation_key, outcome, status, received_at)
+      values ('stripe', ${eventId}, 'charge.succeeded', gen_random_uuid(), ${key}, 'succeeded',
+        ${status}::evidence_status, now() - ${ageDays} * interval '1 day')`
+  }
+  const count = async (table: string, key: string) => {
+    const [row] = await database.sql.unsafe<Array<{ n: number }>>(
+      `select count(*)::int as n from ${table} where operation_key = $1`,
+      [key],
+    )
+    return row?.n
+  }
+
+  it('deletes settled operations past operationDays with their attempts and audit, never open ones', async () => {
+    const ledger = createOutboundLedger({ db: database.db, logger: createLogger('silent') })
+    for (let i = 0; i < 12; i++) {
+      expect((await ledger.invoke(sent, { key: `old:${i}`, args: { n: i } })).kind).toBe('completed')
+      await age(`old:${i}`, 91)
+    }
+    expect((await ledger.invoke(sent, { key: 'young', args: { n: 0 } })).kind).toBe('completed')
+    await age('young', 89)
+    // Unknown outcome: open (needs_reconciliation) however old; an operator still owes it a decision.
+    expect((await ledger.invoke(lost, { key: 'unknown', args: { n: 0 } })).kind).toBe('needs_reconciliation')
+    await age('unknown', 400)
+    await evidence('evt_settled', 'old:0', 'applied', 91)
+    await evidence('evt_never_seen', 'nobody:1', 'pending', 91)
+    await evidence('evt_for_open', 'unknown', 'pending', 91)
+    await evidence('evt_recent', 'nobody:2', 'pending', 2)
+
+    const config = testConfig({ retention: { batchSize: 5, operationDays: 90 } })
+    const retention = startRetention({ sql: database.sql, config, logger: createLogger('silent') })
+    try {
+      expect(await retention.sweep()).toBe(12 + 2) // 12 operations, 2 pieces of evidence
+      const left = await database.sql`select operation_key, status from operations order by operation_key`
+      expect(left.map((row) => [row.operation_key, row.status])).toEqual([
+        ['unknown', 'needs_reconciliation'],
+        ['young', 'completed'],
+      ])
+      expect(await count('operation_audit', 'old:3')).toBe(0)
+      expect(await count('operation_audit', 'young')).toBe(3) // claimed, attempt_started, succeeded
+      const [attempts] = await database.sql`
+        select count(*)::int as n from operation_attempts a
+        where not exists (select 1 from operations o where o.id = a.operation_id)`
+      expect(attempts?.n).toBe(0)
+      const evidenceLeft = await database.sql`select event_id from operation_evidence order by event_id`
+      expect(evidenceLeft.map((row) => row.event_id)).toEqual(['evt_for_open', 'evt_recent'])
+      expect(await retention.sweep()).toBe(0)
+    } finally {
+      await retention.stop()
+    }
+  })
+
+  it('the audit stays append-only outside the sweep: no entry is rewritten or deleted', async () => {
+    const ledger = createOutboundLedger({ db: database.db, logger: createLogger('silent') })
+    expect((await ledger.invoke(sent, { key: 'audited', args: { n: 1 } })).kind).toBe('completed')
+    await expect(
+      database.sql`update operation_audit set actor = 'someone' where operation_key = 'audited'`,
+    ).rejects.toThrow('operation_audit is append-only')
+    await expect(database.sql`delete from operation_audit where operation_key = 'audited'`).rejects.toThrow(
+      'operation_audit is append-only',
+    )
+    // The sweep's own setting lets it delete, but never rewrite.
+    await expect(
+      database.sql.begin(async (tx) => {
+        await tx`select set_config('hookledger.retention_sweep', 'on', true)`
+        await tx`update operation_audit set actor = 'someone' where operation_key = 'audited'`
+      }),
+    ).rejects.toThrow('operation_audit is append-only')
+    expect(await count('operation_audit', 'audited')).toBe(3)
   })
 })
 
