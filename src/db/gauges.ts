@@ -12,10 +12,16 @@ import type { ProcessEventData } from '../queue/jobs.js'
  */
 export const LIVE_EVENT_STATUSES = ['pending', 'processing', 'failed'] as const
 
-/** The planner's row count of a table (pg_class.reltuples, kept by autovacuum): one catalog lookup. */
+/**
+ * A table's row count without counting it: the larger of the planner's figure (pg_class.reltuples,
+ * refreshed by ANALYZE and VACUUM) and the statistics system's live rows (inserts minus deletes as
+ * transactions commit). The planner's alone reads 0 (-1) on a table never analyzed: a new ledger,
+ * or one where autovacuum is off. The live count alone reads 0 after a crash, which resets it.
+ */
 export async function estimatedRows(client: postgres.Sql, table: string): Promise<number> {
   const [row] = await client<Array<{ rows: number }>>`
-    select greatest(reltuples, 0)::float8 as rows from pg_class where oid = to_regclass(${table})`
+    select greatest(reltuples, pg_stat_get_live_tuples(oid), 0)::float8 as rows
+    from pg_class where oid = to_regclass(${table})`
   return row?.rows ?? 0
 }
 
@@ -38,7 +44,7 @@ export function addLedgerGauges(
   })
   addGauge(metrics, {
     name: 'hookledger_events_estimated_rows',
-    help: "Inbound events in the ledger, all statuses: PostgreSQL's estimate, updated by autovacuum",
+    help: "Inbound events in the ledger, all statuses: PostgreSQL's estimate (planner and statistics system)",
     labelNames: [],
     read: async () => [{ labels: {}, value: await estimatedRows(client, 'inbound_events') }],
   })

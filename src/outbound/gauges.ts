@@ -21,7 +21,7 @@ export function addOutboundGauges(metrics: Metrics, client: postgres.Sql): void 
   })
   addGauge(metrics, {
     name: 'hookledger_operations_estimated_rows',
-    help: "Outbound operations in the ledger, all statuses: PostgreSQL's estimate, updated by autovacuum",
+    help: "Outbound operations in the ledger, all statuses: PostgreSQL's estimate (planner and statistics system)",
     labelNames: [],
     read: async () => [{ labels: {}, value: await estimatedRows(client, 'operations') }],
   })

@@ -1,7 +1,7 @@
 import type postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { openLedger } from '../../src/db/client.js'
-import { addLedgerGauges } from '../../src/db/gauges.js'
+import { addLedgerGauges, estimatedRows } from '../../src/db/gauges.js'
 import { createHealthApp } from '../../src/http/app.js'
 import { createLogger } from '../../src/logger.js'
 import { addGauge, createMetrics } from '../../src/metrics.js'
@@ -37,6 +37,24 @@ async function tableReads(admin: postgres.Sql, table: string): Promise<TableRead
     from pg_stat_user_tables where relname = ${table}`
   return row ?? { seqTupRead: 0, idxTupFetch: 0, scans: 0 }
 }
+
+describe('/metrics size estimate', () => {
+  it('counts the rows of a ledger never analyzed (a new one, or autovacuum off)', async () => {
+    const fresh = await createTestDatabase()
+    try {
+      await fresh.sql`
+        insert into inbound_events (source, event_id, payload_hash, body, headers, status)
+        select 'acme', 'evt_' || n, md5(n::text), convert_to('{}', 'UTF8'), '{}', 'done'::event_status
+        from generate_series(1, 1200) as n`
+      // The inserting backend reports its counts within a second of going idle.
+      await expect.poll(() => estimatedRows(fresh.sql, 'inbound_events'), { timeout: 5000 }).toBe(1200)
+      await fresh.sql`delete from inbound_events where event_id in ('evt_1', 'evt_2')`
+      await expect.poll(() => estimatedRows(fresh.sql, 'inbound_events'), { timeout: 5000 }).toBe(1198)
+    } finally {
+      await fresh.drop()
+    }
+  })
+})
 
 describe('/metrics on a large ledger', () => {
   it('reads the backlog and the size estimate, never the DONE rows, so a scrape does not grow with the ledger', async () => {
