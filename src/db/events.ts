@@ -148,41 +148,6 @@ export interface DoneRecord extends AttemptRecord {
 }
 
 /**
- * Marks rows DONE whose handlers write nothing of their own in this database (a forward: its effect
- * is recorded by the outbound ledger), one statement for a turn's worth of events. Guarded by each
- * attempt's lease token: answers false for a row whose lease another worker took over.
- */
-export async function markDoneMany(client: postgres.Sql, records: readonly DoneRecord[]): Promise<boolean[]> {
-  const rows = await client<Array<{ id: string }>>`
-    with input as (
-      -- Every array travels as text[] (postgres-js serialises those reliably) and is cast here.
-      select id::uuid, token::uuid, attempt::int, started_at::timestamptz, finished_at::timestamptz,
-             response_status::int, response_excerpt
-      from unnest(
-        ${records.map((r) => r.id)}::text[], ${records.map((r) => r.token)}::text[],
-        ${records.map((r) => String(r.attempt))}::text[], ${records.map((r) => r.startedAt.toISOString())}::text[],
-        ${records.map((r) => r.finishedAt.toISOString())}::text[],
-        ${records.map((r) => (r.responseStatus === undefined ? null : String(r.responseStatus)))}::text[],
-        ${records.map((r) => r.responseExcerpt ?? null)}::text[]
-      ) as i(id, token, attempt, started_at, finished_at, response_status, response_excerpt)),
-    done as (
-      update inbound_events e
-      set status = 'done', processed_at = i.finished_at, last_error = null, lease_token = null,
-          lease_until = null, next_attempt_at = null, updated_at = now()
-      from input i
-      where e.id = i.id and e.lease_token = i.token
-      returning e.id, e.replays),
-    attempt as (
-      insert into event_attempts
-        (event_row_id, attempt, replay, outcome, response_status, response_excerpt, started_at, finished_at)
-      select d.id, i.attempt, d.replays, 'done', i.response_status, i.response_excerpt, i.started_at, i.finished_at
-      from done d join input i on i.id = d.id)
-    select id from done`
-  const done = new Set(rows.map((row) => row.id))
-  return records.map((record) => done.has(record.id))
-}
-
-/**
  * Gives a leased row back without counting the attempt: the handler could not start yet (the forward
  * is still leased by a worker that died), so it runs again at `retryAt` with its attempts intact.
  */

@@ -1,12 +1,14 @@
 import type postgres from 'postgres'
 import { type Batcher, createBatcher } from './batcher.js'
+import type { DoneRecord } from './events.js'
 import { type OperationRow, toOperation } from './operation-rows.js'
 import type { EffectClass } from './outbound-schema.js'
 
-// Two transitions of the state machine (db/operations.ts) in the form many callers share: the claim
-// of a key never seen, with its first attempt in flight, and the success. Every call that succeeds
-// makes them, so concurrent callers' rows go in one statement each (same rows, same audit entries as
-// one by one). A key seen before takes the one-by-one claim in operation-claims.ts.
+// The statements every forwarded event makes, in the form many callers share, one statement each for
+// all of them (same rows, same audit entries as one by one): the claim of an operation key never
+// seen, with its first attempt in flight (a key seen before takes the one-by-one claim in
+// operation-claims.ts), and the settle: an operation's success, an inbound event's DONE mark, or
+// both at once when the success is the event's last step (a forward).
 
 export interface FreshClaim {
   key: string
@@ -34,11 +36,26 @@ export interface Completion {
   actor: string
 }
 
+/**
+ * An operation's success, an event's DONE mark, or both. With both, the event is marked only if the
+ * success is written: a forward's success and its event's DONE commit together or not at all, so no
+ * crash leaves a completed forward under an event still PROCESSING.
+ */
+export type Settlement =
+  | { completion: Completion; done?: DoneRecord | undefined }
+  | { completion?: undefined; done: DoneRecord }
+
+export interface Settled {
+  /** False when the operation's lease was lost (another caller took it over). */
+  completed: boolean
+  /** False when the event's lease was lost, or its last step's success was not written. */
+  done: boolean
+}
+
 export interface OperationBatches {
   /** The new operation, leased, attempt 1 in flight under the operation key; undefined when the key existed. */
   claimFresh: Batcher<FreshClaim, OperationRow | undefined>
-  /** False when the lease was lost (another caller took the operation over). */
-  complete: Batcher<Completion, boolean>
+  settle: Batcher<Settlement, Settled>
 }
 
 const byPool = new WeakMap<postgres.Sql, OperationBatches>()
@@ -49,7 +66,7 @@ export function operationBatches(sql: postgres.Sql): OperationBatches {
   if (batches === undefined) {
     batches = {
       claimFresh: createBatcher((claims) => claimFresh(sql, claims)),
-      complete: createBatcher((completions) => complete(sql, completions)),
+      settle: createBatcher((settlements) => settle(sql, settlements)),
     }
     byPool.set(sql, batches)
   }
@@ -106,15 +123,34 @@ async function claimFresh(
   })
 }
 
-/** The success transition: completed with the result, the attempt succeeded, one audit entry each. */
-async function complete(sql: postgres.Sql, completions: readonly Completion[]): Promise<boolean[]> {
-  const rows = await sql<{ id: string }[]>`
+/**
+ * The success transition (completed with the result, the attempt succeeded, one audit entry) and the
+ * DONE mark (guarded by the attempt's lease token, with its attempt row), for every settlement of a
+ * batch in one statement.
+ */
+async function settle(sql: postgres.Sql, settlements: readonly Settlement[]): Promise<Settled[]> {
+  const column = <T>(value: (settlement: Settlement) => T | undefined) =>
+    settlements.map((settlement) => {
+      const found = value(settlement)
+      return found === undefined || found === null ? null : String(found)
+    })
+  const rows = await sql<Array<{ position: string; kind: 'completed' | 'done' }>>`
     with input as (
-      select * from unnest(
-        ${completions.map((c) => c.operationId)}::uuid[], ${completions.map((c) => c.leaseToken)}::uuid[],
-        ${completions.map((c) => c.attempt)}::int[], ${completions.map((c) => c.resultJson)}::text[],
-        ${completions.map((c) => c.downstreamId)}::text[], ${completions.map((c) => c.actor)}::text[]
-      ) with ordinality as i(id, lease_token, attempt, result, downstream_id, actor, position)),
+      -- Every array travels as text[] (postgres-js serialises those, nulls included, reliably) and is
+      -- cast here.
+      select op_id::uuid, op_token::uuid, op_attempt::int, result, downstream_id, actor,
+             event_id::uuid, event_token::uuid, event_attempt::int, started_at::timestamptz,
+             finished_at::timestamptz, response_status::int, response_excerpt, position
+      from unnest(
+        ${column((s) => s.completion?.operationId)}::text[], ${column((s) => s.completion?.leaseToken)}::text[],
+        ${column((s) => s.completion?.attempt)}::text[], ${column((s) => s.completion?.resultJson)}::text[],
+        ${column((s) => s.completion?.downstreamId)}::text[], ${column((s) => s.completion?.actor)}::text[],
+        ${column((s) => s.done?.id)}::text[], ${column((s) => s.done?.token)}::text[],
+        ${column((s) => s.done?.attempt)}::text[], ${column((s) => s.done?.startedAt.toISOString())}::text[],
+        ${column((s) => s.done?.finishedAt.toISOString())}::text[],
+        ${column((s) => s.done?.responseStatus)}::text[], ${column((s) => s.done?.responseExcerpt)}::text[]
+      ) with ordinality as i(op_id, op_token, op_attempt, result, downstream_id, actor, event_id, event_token,
+                             event_attempt, started_at, finished_at, response_status, response_excerpt, position)),
     completed as (
       update operations o
       set status = 'completed', result_json = i.result::jsonb, downstream_id = i.downstream_id,
@@ -122,8 +158,8 @@ async function complete(sql: postgres.Sql, completions: readonly Completion[]): 
       from input i
       -- By primary key only (status compared as text, as in the lease of src/db/events.ts): with the
       -- status index the planner read every in-progress operation and filtered them per batch.
-      where o.id = i.id and o.lease_token = i.lease_token and o.status::text = 'in_progress'
-      returning o.id, o.operation_key, i.attempt, i.actor, i.downstream_id, i.position),
+      where o.id = i.op_id and o.lease_token = i.op_token and o.status::text = 'in_progress'
+      returning o.id, o.operation_key, i.op_attempt as attempt, i.actor, i.downstream_id, i.position),
     attempt as (
       update operation_attempts a set status = 'succeeded', finished_at = clock_timestamp()
       from completed c where a.operation_id = c.id and a.attempt = c.attempt),
@@ -131,8 +167,26 @@ async function complete(sql: postgres.Sql, completions: readonly Completion[]): 
       insert into operation_audit (operation_id, operation_key, event, from_status, to_status, actor, details)
       select id, operation_key, 'succeeded', 'in_progress', 'completed', actor,
              jsonb_strip_nulls(jsonb_build_object('attempt', attempt, 'downstreamId', downstream_id))
-      from completed order by position)
-    select id from completed`
-  const completed = new Set(rows.map((row) => row.id))
-  return completions.map((completion) => completed.has(completion.operationId))
+      from completed order by position),
+    done as (
+      update inbound_events e
+      set status = 'done', processed_at = i.finished_at, last_error = null, lease_token = null,
+          lease_until = null, next_attempt_at = null, updated_at = now()
+      from input i
+      where e.id = i.event_id and e.lease_token = i.event_token
+        and (i.op_id is null or i.position in (select position from completed))
+      returning e.id, e.replays, i.position),
+    event_attempt as (
+      insert into event_attempts
+        (event_row_id, attempt, replay, outcome, response_status, response_excerpt, started_at, finished_at)
+      select d.id, i.event_attempt, d.replays, 'done', i.response_status, i.response_excerpt, i.started_at,
+             i.finished_at
+      from done d join input i on i.position = d.position)
+    select position::text, 'completed' as kind from completed
+    union all
+    select position::text, 'done' from done`
+  const completed = new Set(rows.filter((row) => row.kind === 'completed').map((row) => Number(row.position)))
+  const done = new Set(rows.filter((row) => row.kind === 'done').map((row) => Number(row.position)))
+  // with ordinality counts from 1
+  return settlements.map((_, index) => ({ completed: completed.has(index + 1), done: done.has(index + 1) }))
 }

@@ -1,5 +1,6 @@
 import type postgres from 'postgres'
 import type { Database } from './client.js'
+import type { DoneRecord } from './events.js'
 import { LeaseLostError } from './lease.js'
 import { operationBatches } from './operation-batches.js'
 import {
@@ -156,24 +157,30 @@ export async function recordUndoRef(db: Database, held: Held, attempt: number, u
 
 /**
  * The effect happened: completed with its result, the attempt succeeded. Written in one statement
- * with every other success of the same moment (operation-batches.ts).
+ * with every other success and DONE mark of the same moment (operation-batches.ts), and with `done`,
+ * the DONE mark of the event whose last step this was, when given: `eventDone` says whether it was
+ * written (false when the event's lease was taken over).
  */
 export async function recordSuccess(
   db: Database,
   held: Held,
   attempt: number,
   outcome: { result?: unknown; downstreamId?: string | undefined },
-): Promise<OperationRow> {
+  done?: DoneRecord,
+): Promise<{ op: OperationRow; eventDone: boolean }> {
   const downstreamId = outcome.downstreamId ?? null
-  const completed = await operationBatches(db.$client).complete.run({
-    operationId: held.op.id,
-    leaseToken: held.leaseToken,
-    attempt,
-    resultJson: json(outcome.result ?? null),
-    downstreamId,
-    actor: held.actor,
+  const settled = await operationBatches(db.$client).settle.run({
+    completion: {
+      operationId: held.op.id,
+      leaseToken: held.leaseToken,
+      attempt,
+      resultJson: json(outcome.result ?? null),
+      downstreamId,
+      actor: held.actor,
+    },
+    done,
   })
-  if (!completed) throw new LeaseLostError(`operation '${held.op.operationKey}'`)
+  if (!settled.completed) throw new LeaseLostError(`operation '${held.op.operationKey}'`)
   held.op = {
     ...held.op,
     status: 'completed',
@@ -183,7 +190,7 @@ export async function recordSuccess(
     leaseToken: null,
     leaseUntil: null,
   }
-  return held.op
+  return { op: held.op, eventDone: settled.done }
 }
 
 /** A definite rejection: it did not happen, and the operation fails. */

@@ -159,16 +159,19 @@ export function forwardHandler(config: ForwardConfig): EventHandler {
 export function forwardDelivery(config: ForwardConfig): (context: DirectContext) => Promise<HandlerResult> {
   return async ({ source, eventId, raw, headers, signal, invoke }) => {
     const tool = forwardTool(config, { raw, headers, signal })
-    const outcome = await invoke(tool, 'forward', forwardArgs(source, eventId, raw))
-    if (outcome.kind === 'completed') {
-      return { responseStatus: outcome.result.status, responseExcerpt: outcome.result.excerpt }
-    }
+    const outcome = await invoke(tool, 'forward', forwardArgs(source, eventId, raw), { last: attemptFacts })
+    if (outcome.kind === 'completed') return attemptFacts(outcome.result)
     if (outcome.kind === 'retry_later') {
       // Not this event's failure: another worker's lease on the forward has to run out first.
       throw new RetryLaterError(describeOutcome(outcome), outcome.retryAfterMs)
     }
     throw new HandlerError(describeOutcome(outcome), detailsOf(outcome))
   }
+}
+
+/** What the event's attempt row records of a forward's answer. */
+function attemptFacts(result: ForwardResult): HandlerResult {
+  return { responseStatus: result.status, responseExcerpt: result.excerpt }
 }
 
 /** A forward's arguments: the event and the hash of its bytes (see ForwardArgs). */

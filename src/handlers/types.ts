@@ -31,7 +31,29 @@ export interface HandlerContext {
    * redelivery and retry of this event reaches the same operation, so its effect class decides
    * whether anything is sent again. Its writes are not part of `tx`: they commit on their own.
    */
-  invoke<A, R>(tool: Tool<A, R>, step: string, args: A): Promise<InvokeOutcome<R>>
+  invoke<A, R>(tool: Tool<A, R>, step: string, args: A, options?: InvokeOptions<R>): Promise<InvokeOutcome<R>>
+}
+
+export interface InvokeOptions<R> {
+  /**
+   * This call is the event's last step: its success also marks the event DONE, in the same
+   * statement, with the attempt facts `last` takes from the result, and the worker writes no DONE
+   * of its own. For a direct handler that does nothing after this call (the configured forward); a
+   * code handler's DONE commits with its transaction, so there it changes nothing.
+   */
+  last?: (result: R) => HandlerResult
+}
+
+/**
+ * The worker's attempt at an event, for a last step's success to mark DONE with it (`InvokeOptions`).
+ * `done` is set once that mark committed.
+ */
+export interface EventAttempt {
+  eventRowId: string
+  leaseToken: string
+  attempt: number
+  startedAt: Date
+  done: boolean
 }
 
 /**
@@ -44,6 +66,8 @@ export type EventInvoker = (event: {
   runId: string
   /** Parts of the key between the event id and the step: a route's are `route` and its id. */
   scope?: readonly string[]
+  /** Given by the worker for a direct handler: lets a last step mark the event DONE. */
+  attempt?: EventAttempt
 }) => HandlerContext['invoke']
 
 /** Optional facts about the attempt, recorded on its attempt row. */

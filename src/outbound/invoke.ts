@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { assertNever } from '../assert.js'
 import { backoffDelay } from '../backoff.js'
+import type { DoneRecord } from '../db/events.js'
 import { LeaseLostError } from '../db/lease.js'
 import { operationBatches } from '../db/operation-batches.js'
 import { type AttemptRow, type Held, json } from '../db/operation-rows.js'
@@ -31,7 +32,7 @@ import {
 import type { InvokeOutcome } from './outcomes.js'
 import type { Tool } from './tools.js'
 
-export interface InvokeRequest<A> {
+export interface InvokeRequest<A, R = unknown> {
   /** From `stepKey(...)` or `ctx.invoke`: the runtime's key, never one a model made up. */
   key: string
   args: A
@@ -39,6 +40,12 @@ export interface InvokeRequest<A> {
   runId?: string
   traceId?: string
   toolCallId?: string
+  /**
+   * The DONE mark of the inbound event whose last step this call is (the worker's forward), written
+   * in the statement that records the success: both commit or neither. The outcome's `eventDone`
+   * says whether it was written; a success found already recorded writes nothing.
+   */
+  eventDone?: ((result: R) => DoneRecord) | undefined
 }
 
 // Each step of the loop below starts an attempt or settles one, and rounds are capped, so this only
@@ -49,7 +56,7 @@ const MAX_STEPS = 64
 export async function invoke<A, R>(
   machine: Machine,
   tool: Tool<A, R>,
-  request: InvokeRequest<A>,
+  request: InvokeRequest<A, R>,
 ): Promise<InvokeOutcome<R>> {
   if (request.key.length === 0 || request.key.length > MAX_KEY_LENGTH) {
     throw new TypeError(`operation keys are 1-${MAX_KEY_LENGTH} characters`)
@@ -76,11 +83,11 @@ export async function invoke<A, R>(
   if (fresh !== undefined) {
     const held: Held = { op: fresh, leaseToken, actor: 'runtime' }
     return leaseGuarded(machine, held, async () => {
-      const outcome = await callAndRecord(machine, tool, request.args, held, {
+      const outcome = await callAndRecord(machine, tool, request, held, {
         attempt: 1,
         attemptKey: fresh.operationKey,
       })
-      return outcome ?? (await run(machine, tool, request.args, held, false, 1))
+      return outcome ?? (await run(machine, tool, request, held, false, 1))
     })
   }
   const claim = await claimOperation(machine.db, {
@@ -97,7 +104,7 @@ export async function invoke<A, R>(
   })
   if (claim.kind !== 'claimed') return answerFor<R>(machine.db, claim)
   const held: Held = { op: claim.op, leaseToken: claim.leaseToken, actor: 'runtime' }
-  return leaseGuarded(machine, held, () => run(machine, tool, request.args, held, claim.approved, 0))
+  return leaseGuarded(machine, held, () => run(machine, tool, request, held, claim.approved, 0))
 }
 
 /** Our lease ran out and another caller took the operation over: it decides now. */
@@ -125,7 +132,7 @@ function undoRefFor(tool: Pick<Tool<never, unknown>, 'effect' | 'name'>) {
 async function run<A, R>(
   machine: Machine,
   tool: Tool<A, R>,
-  args: A,
+  request: InvokeRequest<A, R>,
   held: Held,
   approvedAtClaim: boolean,
   /** Attempts this invoke already made (the first one, when the claim started it). */
@@ -143,13 +150,13 @@ async function run<A, R>(
           await sleep(backoffDelay(policyOf(machine, tool.name), held.op.roundAttempts))
         }
         executedHere += 1
-        const outcome = await executeOnce(machine, tool, args, held, step.closeLast)
+        const outcome = await executeOnce(machine, tool, request, held, step.closeLast)
         if (outcome !== undefined) return outcome
         continue
       }
       case 'undo': {
         if (last === undefined) throw new Error('undo step without an attempt')
-        const outcome = await undoOnce(machine, tool, args, held, last, step.closeLast !== null)
+        const outcome = await undoOnce(machine, tool, request.args, held, last, step.closeLast !== null)
         if (outcome !== undefined) return outcome
         continue
       }
@@ -164,7 +171,7 @@ async function run<A, R>(
 async function executeOnce<A, R>(
   machine: Machine,
   tool: Tool<A, R>,
-  args: A,
+  request: InvokeRequest<A, R>,
   held: Held,
   closeLast: 'unknown' | 'not_sent' | null,
 ): Promise<InvokeOutcome<R> | undefined> {
@@ -175,20 +182,20 @@ async function executeOnce<A, R>(
     // before there is anything to undo.
     undoRefFor: undoRefFor(tool),
   })
-  return callAndRecord(machine, tool, args, held, started)
+  return callAndRecord(machine, tool, request, held, started)
 }
 
 /** Calls the tool for an attempt already committed in flight, and records what it did. */
 async function callAndRecord<A, R>(
   machine: Machine,
   tool: Tool<A, R>,
-  args: A,
+  request: InvokeRequest<A, R>,
   held: Held,
   started: { attempt: number; attemptKey: string },
 ): Promise<InvokeOutcome<R> | undefined> {
   const { db } = machine
   machine.failpoints.hit('outbound.before_execute')
-  const result = await callExecute(tool, args, {
+  const result = await callExecute(tool, request.args, {
     key: started.attemptKey,
     operationKey: held.op.operationKey,
     attempt: started.attempt,
@@ -198,13 +205,20 @@ async function callAndRecord<A, R>(
   machine.failpoints.hit('outbound.after_execute')
   switch (result.kind) {
     case 'success': {
-      const op = await recordSuccess(db, held, started.attempt, result)
+      const { op, eventDone } = await recordSuccess(
+        db,
+        held,
+        started.attempt,
+        result,
+        request.eventDone?.(result.result),
+      )
       return {
         kind: 'completed',
         operationId: op.id,
         result: result.result,
         downstreamId: op.downstreamId,
         replayed: false,
+        ...(request.eventDone === undefined ? {} : { eventDone }),
       }
     }
     case 'rejection': {

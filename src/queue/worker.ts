@@ -5,7 +5,6 @@ import type { ConfigFile } from '../config/config.js'
 import { type Batcher, createBatcher } from '../db/batcher.js'
 import type { Database } from '../db/client.js'
 import {
-  type DoneRecord,
   type LeasedEvent,
   type LeaseRequest,
   type LeaseResult,
@@ -13,14 +12,15 @@ import {
   lockLeasedEvent,
   markAttemptFailed,
   markDone,
-  markDoneMany,
   releaseLease,
 } from '../db/events.js'
 import { LeaseLostError } from '../db/lease.js'
+import { operationBatches, type Settled, type Settlement } from '../db/operation-batches.js'
 import { withAbortDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
 import {
   type DirectContext,
+  type EventAttempt,
   type EventInvoker,
   HandlerError,
   type HandlerResult,
@@ -59,10 +59,14 @@ export interface WorkerDependencies {
   evidence?: EvidenceIntake | undefined
 }
 
-/** The statements every event makes, each shared by the events that reach it within a millisecond. */
+/**
+ * The statements every event makes, each shared by the events that reach it within a millisecond.
+ * DONE goes with the outbound ledger's successes (operation-batches.ts): a forward's success and its
+ * event's DONE are one settlement.
+ */
 interface Batches {
   lease: Batcher<LeaseRequest, LeaseResult>
-  done: Batcher<DoneRecord, boolean>
+  settle: Batcher<Settlement, Settled>
 }
 
 /** Waits after an infrastructure error (Postgres down while leasing, say) before a row's next try. */
@@ -77,7 +81,7 @@ export function startWorker(deps: WorkerDependencies): JobProcessor {
   const { settings } = deps
   const batches: Batches = {
     lease: createBatcher((requests) => leaseEvents(deps.sql, requests, settings.leaseMs)),
-    done: createBatcher((records) => markDoneMany(deps.sql, records)),
+    settle: operationBatches(deps.sql).settle,
   }
   const slots = createSlots(settings.concurrency)
   // ioredis reports every reconnect attempt during an outage; one line per half minute is enough.
@@ -178,19 +182,31 @@ async function processEvent(
     await deps.evidence?.take(row)
     if (handler === undefined) throw new HandlerError(`no handler is configured for source '${row.source}'`)
     if (handler.kind === 'direct') {
-      const result = await withHandlerDeadline(deps, (signal) =>
-        handler.run(handlerContext(deps, row, signal, log)),
-      )
-      deps.failpoints.hit('worker.before_done')
-      const marked = await batches.done.run({
-        id: row.id,
-        token: leaseToken,
+      const attempt: EventAttempt = {
+        eventRowId: row.id,
+        leaseToken,
         attempt: row.attempts,
         startedAt,
-        finishedAt: new Date(),
-        ...(result ?? {}),
-      })
-      if (!marked) throw new LeaseLostError(`event row ${row.id}`)
+        done: false,
+      }
+      const result = await withHandlerDeadline(deps, (signal) =>
+        handler.run(handlerContext(deps, row, signal, log, attempt)),
+      )
+      deps.failpoints.hit('worker.before_done')
+      // A forward's DONE is written with its success already (its last step); anything else's here.
+      if (!attempt.done) {
+        const settled = await batches.settle.run({
+          done: {
+            id: row.id,
+            token: leaseToken,
+            attempt: row.attempts,
+            startedAt,
+            finishedAt: new Date(),
+            ...(result ?? {}),
+          },
+        })
+        if (!settled.done) throw new LeaseLostError(`event row ${row.id}`)
+      }
     } else {
       await deps.db.transaction(async (tx) => {
         if (!(await lockLeasedEvent(tx, row.id, leaseToken))) throw new LeaseLostError(`event row ${row.id}`)
@@ -227,12 +243,14 @@ async function processEvent(
 /**
  * What the handler sees of its event; `invoke` reaches the outbound ledger under the event's own key.
  * The body is parsed and the logger made only when the handler reads them (a forward needs neither).
+ * With `attempt` (a direct handler's), a last step's success marks the event DONE with it.
  */
 function handlerContext(
   deps: WorkerDependencies,
   row: LeasedEvent,
   signal: AbortSignal,
   logger: () => Logger,
+  attempt?: EventAttempt,
 ): DirectContext {
   let event: { parsed: unknown } | undefined
   return {
@@ -252,7 +270,12 @@ function handlerContext(
       return logger()
     },
     invoke:
-      deps.invoke?.({ source: row.source, eventId: row.eventId, runId: `${row.id}/${row.attempts}` }) ??
+      deps.invoke?.({
+        source: row.source,
+        eventId: row.eventId,
+        runId: `${row.id}/${row.attempts}`,
+        ...(attempt === undefined ? {} : { attempt }),
+      }) ??
       (() => {
         throw new Error('this worker has no outbound ledger')
       }),

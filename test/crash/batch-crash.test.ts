@@ -137,6 +137,13 @@ describe('SIGKILL in the middle of a batch', { timeout: 180_000 }, () => {
       const completedBeforeRestart = await database.sql<{ operation_key: string }[]>`
         select operation_key from operations where operation_key like 'acme:evt_bcrash_fwd_%' and status = 'completed'`
       expect(completedBeforeRestart.length).toBeGreaterThan(0)
+      // A forward's success and its event's DONE commit in one statement: the kill, which comes right
+      // after a handler returned, finds no completed forward under an event not yet DONE.
+      const [completedNotDone] = await database.sql<{ n: number }[]>`
+        select count(*)::int as n from operations o
+        join inbound_events e on o.operation_key = 'acme:' || e.event_id || ':forward'
+        where e.event_id like 'evt_bcrash_fwd_%' and o.status = 'completed' and e.status <> 'done'`
+      expect(completedNotDone?.n).toBe(0)
       const [inFlight] = await database.sql<{ n: number }[]>`
         select count(*)::int as n from operations where operation_key like 'acme:evt_bcrash_fwd_%' and status = 'in_progress'`
       expect(inFlight?.n).toBeGreaterThan(0)
