@@ -1,6 +1,8 @@
 import { sql } from 'drizzle-orm'
 import type postgres from 'postgres'
 import type { Transaction } from './client.js'
+import { freshClaimWrites } from './operation-batches.js'
+import { type OperationRow, toOperation } from './operation-rows.js'
 import type { EventStatus } from './schema.js'
 
 // The worker's statements, in SQL rather than drizzle's builder: they run several times per event
@@ -23,6 +25,8 @@ export interface LeasedEvent {
   /** This attempt's number, crashed attempts included. */
   attempts: number
   receivedAt: Date
+  /** Its forward operation, claimed by the lease with attempt 1 in flight (ForwardClaims). */
+  forwardClaim?: OperationRow | undefined
 }
 
 export type LeaseResult =
@@ -30,6 +34,18 @@ export type LeaseResult =
   | { kind: 'finished'; status: EventStatus }
   | { kind: 'held'; until: Date }
   | { kind: 'missing' }
+
+/**
+ * Sources whose handler is the configured forward and nothing else: the lease also claims each leased
+ * event's forward operation, as the forward's invoke would (see leaseEvents), one statement fewer per
+ * event. `leaseMs` is the operation's lease per source, as the ledger takes it for the forward tool.
+ */
+export interface ForwardClaims {
+  sources: readonly string[]
+  leaseMs: readonly number[]
+}
+
+export const NO_FORWARD_CLAIMS: ForwardClaims = { sources: [], leaseMs: [] }
 
 export interface LeaseRequest {
   id: string
@@ -47,6 +63,7 @@ export async function leaseEvents(
   client: postgres.Sql,
   requests: readonly LeaseRequest[],
   leaseMs: number,
+  forwards: ForwardClaims = NO_FORWARD_CLAIMS,
 ): Promise<LeaseResult[]> {
   const rows = await client<
     Array<{
@@ -62,6 +79,7 @@ export async function leaseEvents(
       received_at: string | Date
       status: EventStatus
       lease_until: string | Date | null
+      forward_claim: Record<string, unknown> | null
     }>
   >`
     with input as (
@@ -84,13 +102,38 @@ export async function leaseEvents(
           enqueued_at = coalesce(e.enqueued_at, now()), updated_at = now()
       from picked where e.id = picked.id
       returning e.id, e.lease_token, e.source, e.event_id, e.event_type, e.body, e.headers, e.attempts,
-                e.received_at, e.status, e.lease_until)
-    select id, lease_token, true as leased, source, event_id, event_type, body, headers, attempts,
-           received_at, status, lease_until
-    from leased
+                e.received_at, e.status, e.lease_until),
+    claim_input as (
+      -- The claim the forward's invoke would make (src/handlers/forward.ts): the key is
+      -- stepKey([source, event id], 'forward'), the payload hash is payloadHash({ source, eventId,
+      -- bodySha256 }), RFC 8785 JSON whose keys sort as written here and whose strings to_json escapes
+      -- as JSON.stringify does. test/queue/forward-claim.test.ts holds both to the same answers.
+      select c.key, 'forward'::text as tool, 'idempotent'::effect_class as effect,
+             encode(sha256(convert_to('{"bodySha256":' || to_json(c.body_sha256)::text || ',"eventId":' ||
+               to_json(l.event_id)::text || ',"source":' || to_json(l.source)::text || '}', 'UTF8')), 'hex')
+               as payload_hash,
+             jsonb_build_object('source', l.source, 'eventId', l.event_id, 'bodySha256', c.body_sha256)::text
+               as args,
+             gen_random_uuid() as lease_token, f.lease_ms, 'runtime'::text as actor, null::text as undo_ref,
+             l.id::text || '/' || l.attempts as run_id, null::text as trace_id, null::text as tool_call_id,
+             row_number() over (order by l.id) as position
+      from leased l
+      join unnest(${forwards.sources}::text[], ${forwards.leaseMs}::int[]) as f(source, lease_ms)
+        on f.source = l.source
+      cross join lateral (select
+        replace(replace(l.source, '%', '%25'), ':', '%3A') || ':' ||
+          replace(replace(l.event_id, '%', '%25'), ':', '%3A') || ':forward' as key,
+        encode(sha256(l.body), 'hex') as body_sha256) c
+      -- A key longer than invoke takes (255 UTF-16 units; never more than its bytes) is left to it.
+      where octet_length(c.key) <= 255),
+    ${freshClaimWrites(client)}
+    select l.id, l.lease_token, true as leased, l.source, l.event_id, l.event_type, l.body, l.headers, l.attempts,
+           l.received_at, l.status, l.lease_until,
+           (select row_to_json(n) from inserted n where n.run_id = l.id::text || '/' || l.attempts) as forward_claim
+    from leased l
     union all
     select e.id, e.lease_token, false, e.source, e.event_id, null, null, null, e.attempts, e.received_at,
-           e.status, e.lease_until
+           e.status, e.lease_until, null
     from inbound_events e
     where e.id = any(${requests.map((r) => r.id)}::uuid[]) and e.id not in (select id from leased)`
   const leasedByToken = new Map(rows.filter((row) => row.leased).map((row) => [row.lease_token, row]))
@@ -109,6 +152,7 @@ export async function leaseEvents(
           headers: mine.headers ?? {},
           attempts: mine.attempts,
           receivedAt: new Date(mine.received_at),
+          forwardClaim: mine.forward_claim === null ? undefined : toOperation(mine.forward_claim),
         },
       }
     }

@@ -74,16 +74,45 @@ export function operationBatches(sql: postgres.Sql): OperationBatches {
 }
 
 /**
- * INSERT … ON CONFLICT DO NOTHING on the unique key, the first attempt and both audit entries
- * (`claimed`, `attempt_started`) in one statement. Concurrent claims of one key still meet on the
- * index: exactly one inserts, the rest find the row and take the one-by-one path.
+ * A claim's writes, over a relation `claim_input` with FreshClaim's columns (`args` and `undo_ref`
+ * as JSON text) and a `position`: INSERT … ON CONFLICT DO NOTHING on the unique key, the first
+ * attempt and both audit entries (`claimed`, `attempt_started`). Concurrent claims of one key still
+ * meet on the index: exactly one inserts, the rest find the row and take the one-by-one path. The
+ * lease's claim of a forward (src/db/events.ts) writes through the same CTEs.
  */
+export function freshClaimWrites(sql: postgres.Sql): postgres.PendingQuery<postgres.Row[]> {
+  return sql`
+    inserted as (
+      insert into operations (operation_key, tool, effect_class, payload_hash, args, status, lease_token,
+                              lease_until, attempts, round_attempts, undo_ref, run_id, trace_id, tool_call_id)
+      select key, tool, effect, payload_hash, args::jsonb, 'in_progress', lease_token,
+             now() + lease_ms * interval '1 millisecond', 1, 1, undo_ref::jsonb, run_id, trace_id, tool_call_id
+      from claim_input order by position
+      on conflict (operation_key) do nothing
+      returning *),
+    attempt as (
+      insert into operation_attempts (operation_id, attempt, attempt_key, undo_ref)
+      select id, 1, operation_key, undo_ref from inserted),
+    audit as (
+      insert into operation_audit (operation_id, operation_key, event, from_status, to_status, actor, details)
+      select n.id, n.operation_key, e.event, e.from_status::operation_status, 'in_progress', i.actor, e.details
+      from inserted n join claim_input i on i.lease_token = n.lease_token
+      cross join lateral (values
+        (1, 'claimed', null, jsonb_strip_nulls(jsonb_build_object(
+          'runId', n.run_id, 'traceId', n.trace_id, 'toolCallId', n.tool_call_id))),
+        (2, 'attempt_started', 'in_progress', jsonb_build_object(
+          'attempt', 1, 'attemptKey', n.operation_key, 'undoRef', n.undo_ref))
+      ) as e(step, event, from_status, details)
+      order by i.position, e.step)`
+}
+
+/** The claims of keys never seen, with their first attempts in flight, in one statement. */
 async function claimFresh(
   sql: postgres.Sql,
   claims: readonly FreshClaim[],
 ): Promise<(OperationRow | undefined)[]> {
   const rows = await sql`
-    with input as (
+    with claim_input as (
       select * from unnest(
         ${claims.map((c) => c.key)}::text[], ${claims.map((c) => c.tool)}::text[],
         ${claims.map((c) => c.effect)}::effect_class[], ${claims.map((c) => c.payloadHash)}::text[],
@@ -93,28 +122,7 @@ async function claimFresh(
         ${claims.map((c) => c.traceId)}::text[], ${claims.map((c) => c.toolCallId)}::text[]
       ) with ordinality as i(key, tool, effect, payload_hash, args, lease_token, lease_ms, actor, undo_ref,
                              run_id, trace_id, tool_call_id, position)),
-    inserted as (
-      insert into operations (operation_key, tool, effect_class, payload_hash, args, status, lease_token,
-                              lease_until, attempts, round_attempts, undo_ref, run_id, trace_id, tool_call_id)
-      select key, tool, effect, payload_hash, args::jsonb, 'in_progress', lease_token,
-             now() + lease_ms * interval '1 millisecond', 1, 1, undo_ref::jsonb, run_id, trace_id, tool_call_id
-      from input order by position
-      on conflict (operation_key) do nothing
-      returning *),
-    attempt as (
-      insert into operation_attempts (operation_id, attempt, attempt_key, undo_ref)
-      select id, 1, operation_key, undo_ref from inserted),
-    audit as (
-      insert into operation_audit (operation_id, operation_key, event, from_status, to_status, actor, details)
-      select n.id, n.operation_key, e.event, e.from_status::operation_status, 'in_progress', i.actor, e.details
-      from inserted n join input i on i.lease_token = n.lease_token
-      cross join lateral (values
-        (1, 'claimed', null, jsonb_strip_nulls(jsonb_build_object(
-          'runId', n.run_id, 'traceId', n.trace_id, 'toolCallId', n.tool_call_id))),
-        (2, 'attempt_started', 'in_progress', jsonb_build_object(
-          'attempt', 1, 'attemptKey', n.operation_key, 'undoRef', n.undo_ref))
-      ) as e(step, event, from_status, details)
-      order by i.position, e.step)
+    ${freshClaimWrites(sql)}
     select * from inserted`
   const byToken = new Map(rows.map((row) => [String(row.lease_token), row]))
   return claims.map((claim) => {

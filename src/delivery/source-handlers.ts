@@ -1,6 +1,7 @@
 import { type Config, ConfigError } from '../config/config.js'
-import { forwardDelivery } from '../handlers/forward.js'
+import { forwardDelivery, forwardToolTimeoutMs } from '../handlers/forward.js'
 import type { EventHandler, SourceHandler } from '../handlers/types.js'
+import { toolLeaseMs } from '../outbound/machine.js'
 import { type FanOutDependencies, routesHandler } from './fan-out.js'
 import { compileOrderingKey, orderedHandler } from './ordering.js'
 
@@ -44,7 +45,11 @@ export function resolveHandlers(
     } else if (fromCode !== undefined) {
       handlers.set(id, { kind: 'transactional', run: fromCode })
     } else if (fromConfig !== undefined) {
-      handlers.set(id, { kind: 'direct', run: forwardDelivery(fromConfig) })
+      handlers.set(id, {
+        kind: 'direct',
+        run: forwardDelivery(fromConfig),
+        forwardLeaseMs: toolLeaseMs(config.file.outbound, { timeoutMs: forwardToolTimeoutMs(fromConfig) }),
+      })
     } else if (routes !== undefined) {
       const named = new Map(
         routes.flatMap((route) => {

@@ -68,7 +68,7 @@ export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<For
   return defineTool<ForwardArgs, ForwardResult>({
     name: 'forward',
     effect: 'idempotent',
-    timeoutMs: config.timeoutMs + 1000,
+    timeoutMs: forwardToolTimeoutMs(config),
     retry: { attempts: 1 },
     async execute(args, ctx) {
       const outgoing: Record<string, string> = {
@@ -109,6 +109,11 @@ export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<For
       return { kind, error: `forward to ${config.url} answered ${result.status}`, details: result }
     },
   })
+}
+
+/** The forward tool's own time limit: the send's, plus a margin to record what it answered. */
+export function forwardToolTimeoutMs(config: ForwardConfig): number {
+  return config.timeoutMs + 1000
 }
 
 interface Destination {

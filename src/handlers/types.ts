@@ -1,4 +1,5 @@
 import type { Transaction } from '../db/client.js'
+import type { OperationRow } from '../db/operation-rows.js'
 import type { Logger } from '../logger.js'
 import type { InvokeOutcome } from '../outbound/outcomes.js'
 import type { Tool } from '../outbound/tools.js'
@@ -54,6 +55,8 @@ export interface EventAttempt {
   attempt: number
   startedAt: Date
   done: boolean
+  /** The forward operation the lease claimed, for the last step to take instead of claiming it. */
+  claimed?: OperationRow | undefined
 }
 
 /**
@@ -90,7 +93,15 @@ export type DirectContext = Omit<HandlerContext, 'tx'>
  */
 export type SourceHandler =
   | { kind: 'transactional'; run: EventHandler }
-  | { kind: 'direct'; run: (context: DirectContext) => Promise<HandlerResult> }
+  | {
+      kind: 'direct'
+      run: (context: DirectContext) => Promise<HandlerResult>
+      /**
+       * The configured forward alone: the worker's lease claims the event's forward operation in its
+       * own statement (src/db/events.ts), with this lease on it, and the forward's invoke takes it.
+       */
+      forwardLeaseMs?: number
+    }
 
 /**
  * The handler could not start its work yet (the forward is leased by a worker that died mid-call):

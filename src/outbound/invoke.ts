@@ -5,7 +5,7 @@ import { backoffDelay } from '../backoff.js'
 import type { DoneRecord } from '../db/events.js'
 import { LeaseLostError } from '../db/lease.js'
 import { operationBatches } from '../db/operation-batches.js'
-import { type AttemptRow, type Held, json } from '../db/operation-rows.js'
+import { type AttemptRow, type Held, json, type OperationRow } from '../db/operation-rows.js'
 import {
   claimOperation,
   recordRejection,
@@ -46,6 +46,11 @@ export interface InvokeRequest<A, R = unknown> {
    * says whether it was written; a success found already recorded writes nothing.
    */
   eventDone?: ((result: R) => DoneRecord) | undefined
+  /**
+   * The operation this call would claim, already claimed (a forward's, by the worker's lease, with
+   * attempt 1 in flight). Taken when it is this key, tool and payload; otherwise the call claims.
+   */
+  claimed?: OperationRow | undefined
 }
 
 // Each step of the loop below starts an attempt or settles one, and rounds are capped, so this only
@@ -63,6 +68,19 @@ export async function invoke<A, R>(
   }
   const hash = payloadHash(request.args)
   const leaseMs = leaseMsOf(machine, tool as Tool<never, unknown>)
+  // A forward's operation the worker's lease claimed already: a divergence (which
+  // test/queue/forward-claim.test.ts rules out) would meet that claim below as a live lease.
+  const claimed = request.claimed
+  if (claimed !== undefined && claimed.leaseToken !== null) {
+    if (claimed.operationKey === request.key && claimed.tool === tool.name && claimed.payloadHash === hash) {
+      const held: Held = { op: claimed, leaseToken: claimed.leaseToken, actor: 'runtime' }
+      return leaseGuarded(machine, held, () => runFirstAttempt(machine, tool, request, held))
+    }
+    machine.logger.error(
+      { operationKey: claimed.operationKey, key: request.key },
+      'the operation claimed with the lease is not the one invoked; claiming it the usual way',
+    )
+  }
   // The common case, in one statement shared with concurrent invokes: a key never seen, claimed with
   // its first attempt in flight. A key seen before takes the one-by-one claim.
   const leaseToken = randomUUID()
@@ -82,13 +100,7 @@ export async function invoke<A, R>(
   })
   if (fresh !== undefined) {
     const held: Held = { op: fresh, leaseToken, actor: 'runtime' }
-    return leaseGuarded(machine, held, async () => {
-      const outcome = await callAndRecord(machine, tool, request, held, {
-        attempt: 1,
-        attemptKey: fresh.operationKey,
-      })
-      return outcome ?? (await run(machine, tool, request, held, false, 1))
-    })
+    return leaseGuarded(machine, held, () => runFirstAttempt(machine, tool, request, held))
   }
   const claim = await claimOperation(machine.db, {
     key: request.key,
@@ -105,6 +117,20 @@ export async function invoke<A, R>(
   if (claim.kind !== 'claimed') return answerFor<R>(machine.db, claim)
   const held: Held = { op: claim.op, leaseToken: claim.leaseToken, actor: 'runtime' }
   return leaseGuarded(machine, held, () => run(machine, tool, request, held, claim.approved, 0))
+}
+
+/** A fresh claim's attempt 1, committed in flight with it: call it, then follow the decision table. */
+async function runFirstAttempt<A, R>(
+  machine: Machine,
+  tool: Tool<A, R>,
+  request: InvokeRequest<A, R>,
+  held: Held,
+): Promise<InvokeOutcome<R>> {
+  const outcome = await callAndRecord(machine, tool, request, held, {
+    attempt: 1,
+    attemptKey: held.op.operationKey,
+  })
+  return outcome ?? (await run(machine, tool, request, held, false, 1))
 }
 
 /** Our lease ran out and another caller took the operation over: it decides now. */

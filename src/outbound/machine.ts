@@ -40,7 +40,14 @@ export function policyOf(machine: Machine, toolName: string): RetryPolicy {
 
 /** The lease outlasts one call of the tool (its time limit plus a margin). */
 export function leaseMsOf(machine: Machine, tool: Pick<Tool<never, unknown>, 'timeoutMs'>): number {
-  return Math.max(machine.settings.leaseMs, (tool.timeoutMs ?? DEFAULT_TIMEOUT_MS) + 5_000)
+  return toolLeaseMs(machine.settings, tool)
+}
+
+export function toolLeaseMs(
+  settings: Pick<OutboundSettings, 'leaseMs'>,
+  tool: Pick<Tool<never, unknown>, 'timeoutMs'>,
+): number {
+  return Math.max(settings.leaseMs, (tool.timeoutMs ?? DEFAULT_TIMEOUT_MS) + 5_000)
 }
 
 /** The decision table's next step for a held operation, from its newest attempt. */

@@ -5,6 +5,7 @@ import type { ConfigFile } from '../config/config.js'
 import { type Batcher, createBatcher } from '../db/batcher.js'
 import type { Database } from '../db/client.js'
 import {
+  type ForwardClaims,
   type LeasedEvent,
   type LeaseRequest,
   type LeaseResult,
@@ -79,8 +80,9 @@ const INFRASTRUCTURE_RETRY_MS = 1000
  */
 export function startWorker(deps: WorkerDependencies): JobProcessor {
   const { settings } = deps
+  const forwardClaims = forwardClaimsOf(deps.handlers)
   const batches: Batches = {
-    lease: createBatcher((requests) => leaseEvents(deps.sql, requests, settings.leaseMs)),
+    lease: createBatcher((requests) => leaseEvents(deps.sql, requests, settings.leaseMs, forwardClaims)),
     settle: operationBatches(deps.sql).settle,
   }
   const slots = createSlots(settings.concurrency)
@@ -108,6 +110,18 @@ export function startWorker(deps: WorkerDependencies): JobProcessor {
         ),
     },
   )
+}
+
+/** The sources whose handler is the configured forward alone, whose lease claims the forward too. */
+function forwardClaimsOf(handlers: ReadonlyMap<string, SourceHandler>): ForwardClaims {
+  const sources: string[] = []
+  const leaseMs: number[] = []
+  for (const [source, handler] of handlers) {
+    if (handler.kind !== 'direct' || handler.forwardLeaseMs === undefined) continue
+    sources.push(source)
+    leaseMs.push(handler.forwardLeaseMs)
+  }
+  return { sources, leaseMs }
 }
 
 /**
@@ -188,6 +202,7 @@ async function processEvent(
         attempt: row.attempts,
         startedAt,
         done: false,
+        claimed: row.forwardClaim,
       }
       const result = await withHandlerDeadline(deps, (signal) =>
         handler.run(handlerContext(deps, row, signal, log, attempt)),

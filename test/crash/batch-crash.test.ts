@@ -171,6 +171,41 @@ describe('SIGKILL in the middle of a batch', { timeout: 180_000 }, () => {
   })
 })
 
+describe('SIGKILL after the forward was claimed, before it was sent', { timeout: 60_000 }, () => {
+  it('the restarted worker takes the operation over once its lease runs out and sends it once', async () => {
+    const sink = await startSink(() => ({ status: 200, body: 'ok' }))
+    try {
+      const config = writeConfig(
+        'claimed',
+        { type: 'forward', url: sink.url, timeoutMs: 1000 },
+        { handlerTimeoutMs: 2000, leaseMs: 3000 },
+        { leaseMs: 2500, backoffMaxMs: 200 },
+      )
+      const crashing = await start(SERVE, config, 'all', 'outbound.before_execute')
+      expect((await deliverOrder(crashing.url, 'evt_claimed_crash')).status).toBe(200)
+      expect(await crashing.exited).toBe('SIGKILL')
+      // The lease and the forward's claim committed together; nothing was sent.
+      const [claimed] = await database.sql<{ status: string; event_status: string }[]>`
+        select o.status::text, e.status::text as event_status from operations o
+        join inbound_events e on e.event_id = 'evt_claimed_crash'
+        where o.operation_key = 'acme:evt_claimed_crash:forward'`
+      expect(claimed).toEqual({ status: 'in_progress', event_status: 'processing' })
+      expect(sink.received).toHaveLength(0)
+
+      await start(SERVE, config, 'all')
+      await expect
+        .poll(async () => (await statuses('evt_claimed_crash'))[0], { timeout: 30_000 })
+        .toBe('done')
+      expect(sink.received).toHaveLength(1)
+      const [op] = await database.sql<{ status: string; attempts: number }[]>`
+        select status::text, attempts from operations where operation_key = 'acme:evt_claimed_crash:forward'`
+      expect(op).toEqual({ status: 'completed', attempts: 2 })
+    } finally {
+      await sink.close()
+    }
+  })
+})
+
 /** A destination in front of `upstream` that answers every request `delayMs` late. */
 async function startDelayingProxy(upstream: string, delayMs: number) {
   const { createServer } = await import('node:http')
