@@ -41,6 +41,8 @@ export interface DrainResult {
    */
   machineBusyPercent: number
   commitsPerEvent: number
+  /** WAL PostgreSQL wrote per event over the drain (pg_current_wal_insert_lsn before and after). */
+  walBytesPerEvent: number
   /** Counted through a proxy in a separate, smaller run (the proxy costs CPU of its own). */
   statementsPerEvent?: number | undefined
   /** BullMQ jobs the backlog was queued as, per event. */
@@ -80,6 +82,13 @@ function machineTicks(): { busy: number; total: number } {
   const total = fields.reduce((sum, value) => sum + value, 0)
   // idle and iowait: the cores had nothing to run.
   return { busy: total - (fields[3] ?? 0) - (fields[4] ?? 0), total }
+}
+
+/** Where PostgreSQL's WAL ends now, in bytes from its start: the difference of two is what was written. */
+async function walPosition(sql: postgres.Sql): Promise<bigint> {
+  const [row] = await sql<{ position: string }[]>`
+    select pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::text as position`
+  return BigInt(row?.position ?? '0')
 }
 
 async function commits(sql: postgres.Sql, database: string): Promise<number> {
@@ -187,6 +196,7 @@ async function hookledgerDrain(
     if (intake.non2xx > 0 || stored !== events) {
       throw new Error(`the backlog is not complete: ${stored} new rows, ${intake.non2xx} non-2xx answers`)
     }
+    await vacuumAsAutovacuumWould(ledger)
     return await measureWorker(options, destination, events, counter, {
       label: 'hookledger worker',
       jobs,
@@ -235,6 +245,7 @@ async function baselineDrain(
       insert into baseline_events (event_id, body)
       select 'b_' || g, convert_to(${benchBody('b')} || g, 'UTF8') from generate_series(1, ${events}) g
       returning id`
+    await vacuumAsAutovacuumWould(ledger)
     for (let i = 0; i < rows.length; i += 1000) {
       await queue.addBulk(
         rows
@@ -285,12 +296,14 @@ async function measureWorker(
   if (counter !== undefined) workerUrl.port = String(counter.port)
   const statementsBefore = counter?.statements() ?? 0
   const commitsBefore = await commits(options.admin, options.databaseName)
+  const walBefore = await walPosition(options.admin)
   const timed = await timeDrain(destination, events, () => worker.start(workerUrl.toString()))
   await worker.settled()
   await timed.child.kill('SIGTERM')
   // Backends report their counts when they exit; give the statistics a moment to land.
   await new Promise((resolve) => setTimeout(resolve, 1200))
   const commitsAfter = await commits(options.admin, options.databaseName)
+  const walAfter = await walPosition(options.admin)
   return {
     label: worker.label,
     events,
@@ -300,6 +313,7 @@ async function measureWorker(
     storesCpuMsPerEvent: timed.storesCpuMsPerEvent,
     machineBusyPercent: timed.machineBusyPercent,
     commitsPerEvent: (commitsAfter - commitsBefore) / events,
+    walBytesPerEvent: Number(walAfter - walBefore) / events,
     jobsPerEvent: worker.jobs / events,
     statementsPerEvent:
       counter === undefined ? undefined : (counter.statements() - statementsBefore) / events,
@@ -315,6 +329,16 @@ async function waitingJobs(prefix: string, name: string): Promise<number> {
   } finally {
     await queue.close()
   }
+}
+
+/**
+ * VACUUM ANALYZE of the whole database before a worker starts, outside the timing. Autovacuum is off
+ * on this host's PostgreSQL (and may be on others a bench runs on); without it each round would meet
+ * the dead row versions and missing planner statistics the earlier rounds left, which no deployment
+ * with autovacuum keeps, while the baseline starts each round on a truncated table.
+ */
+async function vacuumAsAutovacuumWould(ledger: postgres.Sql): Promise<void> {
+  await ledger`vacuum analyze`
 }
 
 async function rowCount(ledger: postgres.Sql): Promise<number> {

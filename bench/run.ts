@@ -127,10 +127,10 @@ function intakeTable(bare: Awaited<ReturnType<typeof load>>, rows: { label: stri
 function drainTable(results: { middle: DrainPair; rounds: DrainPair[] }) {
   const { middle, rounds } = results
   const row = (r: DrainResult) =>
-    `| ${r.label} | ${r.perSecond.toFixed(0)} | ${(r.startToLastMs / 1000).toFixed(1)} | ${r.cpuMsPerEvent.toFixed(2)} | ${r.storesCpuMsPerEvent.toFixed(2)} | ${r.machineBusyPercent.toFixed(0)} | ${r.statementsPerEvent?.toFixed(1) ?? '–'} | ${r.commitsPerEvent.toFixed(2)} | ${r.jobsPerEvent.toFixed(2)} | ${r.repeats} |`
+    `| ${r.label} | ${r.perSecond.toFixed(0)} | ${(r.startToLastMs / 1000).toFixed(1)} | ${r.cpuMsPerEvent.toFixed(2)} | ${r.storesCpuMsPerEvent.toFixed(2)} | ${r.machineBusyPercent.toFixed(0)} | ${r.statementsPerEvent?.toFixed(1) ?? '–'} | ${r.commitsPerEvent.toFixed(2)} | ${(r.walBytesPerEvent / 1024).toFixed(1)} | ${r.jobsPerEvent.toFixed(2)} | ${r.repeats} |`
   return [
-    `| worker (${middle.hookledger.events} forward events, the middle round) | events/s | s from spawn to last | worker CPU ms/event | PostgreSQL + Redis CPU ms/event | machine busy % | SQL statements/event | commits/event | queue jobs/event | repeats |`,
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    `| worker (${middle.hookledger.events} forward events, the middle round) | events/s | s from spawn to last | worker CPU ms/event | PostgreSQL + Redis CPU ms/event | machine busy % | SQL statements/event | commits/event | WAL KB/event | queue jobs/event | repeats |`,
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     row(middle.baseline),
     row(middle.hookledger),
     '',
