@@ -203,6 +203,38 @@ export async function releaseLease(client: postgres.Sql, id: string, token: stri
     where id = ${id} and lease_token = ${token}`
 }
 
+export interface HeldLease {
+  id: string
+  token: string
+  leaseMs: number
+}
+
+/**
+ * Renews a lease this attempt still holds (its token unchanged), with the lease of the forward
+ * operation that the row's lease claimed, if any: a row that waited for a handler slot starts its
+ * handler with a whole lease. Guarded by the tokens, so a lease another worker took over stays
+ * theirs; false then.
+ */
+export async function renewLease(
+  client: postgres.Sql,
+  event: HeldLease,
+  forward: HeldLease | undefined,
+): Promise<boolean> {
+  const [row] = await client<Array<{ renewed: boolean }>>`
+    with event as (
+      update inbound_events
+      set lease_until = now() + ${event.leaseMs} * interval '1 millisecond', updated_at = now()
+      where id = ${event.id} and lease_token = ${event.token} and status = 'processing'
+      returning id),
+    forward as (
+      update operations
+      set lease_until = now() + ${forward?.leaseMs ?? 0} * interval '1 millisecond', updated_at = now()
+      where id = ${forward?.id ?? null}::uuid and lease_token = ${forward?.token ?? null}::uuid
+        and status = 'in_progress' and exists (select 1 from event))
+    select exists (select 1 from event) as renewed`
+  return row?.renewed === true
+}
+
 /** Marks the row DONE in the handler's own transaction, so its writes and the mark commit together. */
 export async function markDone(tx: Transaction, id: string, record: AttemptRecord): Promise<void> {
   await tx.execute(sql`

@@ -1,27 +1,29 @@
 /**
- * At most `size` tasks at a time, the rest waiting in order. The worker's handlers run under it, so
- * `worker.concurrency` bounds the events in flight however many rows each job carries.
+ * At most `size` holders at a time, the rest waiting in order. The worker's handlers run holding one,
+ * so `worker.concurrency` bounds the events in flight however many rows each job carries.
  */
 export interface Slots {
-  run<T>(task: () => Promise<T>): Promise<T>
+  /** Waits for a slot and holds it until the returned release is called (once is enough; more do nothing). */
+  acquire(): Promise<() => void>
 }
 
 export function createSlots(size: number): Slots {
   let free = size
   const waiting: Array<() => void> = []
-  const release = () => {
+  const handOn = () => {
     const next = waiting.shift()
     if (next === undefined) free += 1
     else next()
   }
   return {
-    async run(task) {
+    async acquire() {
       if (free > 0) free -= 1
       else await new Promise<void>((resolve) => waiting.push(resolve))
-      try {
-        return await task()
-      } finally {
-        release()
+      let held = true
+      return () => {
+        if (!held) return
+        held = false
+        handOn()
       }
     },
   }

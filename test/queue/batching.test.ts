@@ -85,6 +85,78 @@ async function expectEachDoneOnce(prefix: string, events: string[], failing: str
   expect(effects.every((row) => row.n === 1)).toBe(true)
 }
 
+const processing = async (prefix: string) =>
+  (await statuses(prefix)).filter((row) => row.status === 'processing').length
+
+/**
+ * A code handler whose first call waits for `release`; each call notes its event and how long the
+ * row's lease had left when it started.
+ */
+function holdFirstHandler() {
+  let release: () => void = () => {}
+  const held = new Promise<void>((resolve) => {
+    release = resolve
+  })
+  const started: { eventId: string; leaseLeftMs: number }[] = []
+  const handler: EventHandler = async ({ eventId, tx }) => {
+    const [lease] = await tx.execute<{ left_ms: number }>(sql`
+      select (extract(epoch from lease_until - clock_timestamp()) * 1000)::float8 as left_ms
+      from inbound_events where source = 'acme' and event_id = ${eventId}`)
+    started.push({ eventId, leaseLeftMs: Number(lease?.left_ms) })
+    if (started.length === 1) await held
+  }
+  return { handler, started, release: () => release() }
+}
+
+/**
+ * The events committed without a job (the relay hands them on in one), and a worker running one
+ * handler at a time under FAST_WORKER's 3 s lease and 2 s deadline: a row that waits over 0.5 s for
+ * its slot is renewed.
+ */
+async function startOneAtATime(events: string[], handler: EventHandler | { forwardTo: string }) {
+  await claimEvents(
+    database.sql,
+    events.map((eventId) => ({
+      source: 'acme',
+      eventId,
+      eventType: 'test.event',
+      payloadHash: 'e'.repeat(64),
+      body: Buffer.from(JSON.stringify({ id: eventId })),
+      headers: {},
+    })),
+  )
+  running = await startTestService({
+    database,
+    config: testConfig(
+      {
+        worker: { ...FAST_WORKER, concurrency: 1 },
+        relay: { intervalMs: 200, graceMs: 0, orphanAfterMs: 3_600_000 },
+      },
+      { handler: 'forwardTo' in handler ? { type: 'forward', url: handler.forwardTo } : undefined },
+    ),
+    ...('forwardTo' in handler ? {} : { handlers: { acme: handler } }),
+    role: 'worker',
+  })
+}
+
+/**
+ * A destination that holds its first request until `release` and answers every other at once; each
+ * request is first shown to `onRequest` (by event id).
+ */
+async function holdFirstRequest(onRequest: (eventId: string) => Promise<void> = async () => {}) {
+  let release: () => void = () => {}
+  const held = new Promise<void>((resolve) => {
+    release = resolve
+  })
+  const sink = await startSink(async (request, index) => {
+    await onRequest(String(request.headers['x-hookledger-event-id']))
+    if (index === 0) await held
+    return { status: 200, body: 'ok' }
+  })
+  const eventIds = () => sink.received.map((request) => String(request.headers['x-hookledger-event-id']))
+  return { sink, eventIds, release: () => release() }
+}
+
 describe('batched processing', () => {
   it('a code handler that throws for one event of a batch: the others commit DONE once, it retries alone', async () => {
     const events = ids('evt_batch_code_', 24)
@@ -209,6 +281,96 @@ describe('batched processing', () => {
       release()
       await slowSink.close()
       await sink.close()
+    }
+  })
+
+  it('leases at most `concurrency` rows ahead of its handlers; a row that waited starts with a renewed lease', async () => {
+    const events = ids('evt_batch_ahead_', 6)
+    const first = holdFirstHandler()
+    await startOneAtATime(events, first.handler)
+    try {
+      // The first event in its handler, one leased behind it, the other four not leased yet.
+      await expect.poll(() => processing('evt_batch_ahead_'), { timeout: 10_000 }).toBe(2)
+      await new Promise((resolve) => setTimeout(resolve, 700))
+      expect(await processing('evt_batch_ahead_')).toBe(2)
+    } finally {
+      first.release()
+    }
+    await expect
+      .poll(async () => (await statuses('evt_batch_ahead_')).every((row) => row.status === 'done'), {
+        timeout: 15_000,
+      })
+      .toBe(true)
+    expect(first.started.map((start) => start.eventId).sort()).toEqual(events)
+    // The second waited ~0.7 s behind the first; unrenewed, its lease would have had ~2.3 s left.
+    expect(first.started[1]?.leaseLeftMs).toBeGreaterThan(FAST_WORKER.leaseMs - 400)
+  })
+
+  it('a forward leased ahead and taken over while it waited is left to the new holder, never sent', async () => {
+    const events = ids('evt_batch_taken_', 3)
+    const destination = await holdFirstRequest()
+    try {
+      await startOneAtATime(events, { forwardTo: destination.sink.url })
+      let taken: string | undefined
+      try {
+        await expect.poll(() => processing('evt_batch_taken_'), { timeout: 10_000 }).toBe(2)
+        // What another worker's takeover leaves: the row still PROCESSING under a lease token not ours.
+        const [row] = await database.sql<{ event_id: string }[]>`
+          update inbound_events set lease_token = gen_random_uuid()
+          where event_id like 'evt_batch_taken_%' and status = 'processing'
+            and event_id <> ${destination.eventIds()[0] ?? ''}
+          returning event_id`
+        taken = row?.event_id
+        await new Promise((resolve) => setTimeout(resolve, 700))
+      } finally {
+        destination.release()
+      }
+      expect(taken).toBeDefined()
+      const others = events.filter((id) => id !== taken)
+      await expect
+        .poll(
+          async () =>
+            (await statuses('evt_batch_taken_'))
+              .filter((row) => row.event_id !== taken)
+              .every((row) => row.status === 'done'),
+          { timeout: 15_000 },
+        )
+        .toBe(true)
+      expect(destination.eventIds().sort()).toEqual(others)
+      expect((await statuses(taken ?? '')).map((row) => [row.status, row.outcomes])).toEqual([
+        ['processing', []],
+      ])
+    } finally {
+      destination.release()
+      await destination.sink.close()
+    }
+  })
+
+  it("a forward that waited for its slot has its claimed operation's lease renewed with its event's", async () => {
+    const events = ids('evt_batch_renewed_', 2)
+    // How far each operation's lease reaches past its claim, as its request arrives.
+    const reach = new Map<string, number>()
+    const destination = await holdFirstRequest(async (eventId) => {
+      const [operation] = await database.sql<{ ms: number }[]>`
+        select (extract(epoch from lease_until - created_at) * 1000)::float8 as ms from operations
+        where operation_key = ${`acme:${eventId}:forward`}`
+      reach.set(eventId, Number(operation?.ms))
+    })
+    try {
+      await startOneAtATime(events, { forwardTo: destination.sink.url })
+      try {
+        await expect.poll(() => processing('evt_batch_renewed_'), { timeout: 10_000 }).toBe(2)
+        await new Promise((resolve) => setTimeout(resolve, 700))
+      } finally {
+        destination.release()
+      }
+      await expect.poll(() => destination.eventIds().length, { timeout: 15_000 }).toBe(2)
+      const [first, second] = destination.eventIds()
+      // The first was sent as soon as it was leased; the second's lease was renewed ~0.7 s later.
+      expect(reach.get(second ?? '')).toBeGreaterThan((reach.get(first ?? '') ?? 0) + 400)
+    } finally {
+      destination.release()
+      await destination.sink.close()
     }
   })
 
