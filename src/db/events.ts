@@ -8,10 +8,23 @@ import type { EventStatus } from './schema.js'
 // The worker's statements, in SQL rather than drizzle's builder: they run several times per event
 // on the hot path, where the builder costs more than the statement (see src/db/claims.ts).
 
-/** Records that jobs for these rows are in the queue, so the relay leaves them alone. */
-export async function markEnqueued(client: postgres.Sql, ids: readonly string[]): Promise<void> {
-  if (ids.length === 0) return
-  await client`update inbound_events set enqueued_at = now() where id = any(${ids}::uuid[]) and enqueued_at is null`
+/** A row and the job it was added in. */
+export interface EnqueuedRow {
+  id: string
+  jobId: string
+}
+
+/**
+ * Records that jobs for these rows are in the queue, and which, so the relay leaves them alone. Only
+ * a row's first enqueue is recorded: a later one (the relay's, a replay's) adds the row's own job,
+ * which the relay always checks.
+ */
+export async function markEnqueued(client: postgres.Sql, rows: readonly EnqueuedRow[]): Promise<void> {
+  if (rows.length === 0) return
+  await client`
+    update inbound_events e set enqueued_at = now(), job_id = i.job_id
+    from unnest(${rows.map((row) => row.id)}::uuid[], ${rows.map((row) => row.jobId)}::text[]) as i(id, job_id)
+    where e.id = i.id and e.enqueued_at is null`
 }
 
 /** What a worker needs of a leased row. */

@@ -65,6 +65,12 @@ export const inboundEvents = pgTable(
     ),
     /** Set once a job for the row is known to be in the queue; the relay looks for rows without it. */
     enqueuedAt: timestamptz('enqueued_at'),
+    /**
+     * The job that carried the row when it was first enqueued: a batch's `evts-<uuid>` or the row's own
+     * `evt-<uuid>` (src/queue/jobs.ts). The relay's orphan pass asks the queue about it as well as
+     * about the row's own job.
+     */
+    jobId: text('job_id'),
     nextAttemptAt: timestamptz('next_attempt_at'),
     processedAt: timestamptz('processed_at'),
     leaseToken: uuid('lease_token'),

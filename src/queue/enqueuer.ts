@@ -1,12 +1,18 @@
 import type postgres from 'postgres'
-import { markEnqueued } from '../db/events.js'
+import { type EnqueuedRow, markEnqueued } from '../db/events.js'
 import { withDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
 import type { Logger } from '../logger.js'
-import type { JobQueue, JobToAdd } from './backend.js'
+import type { JobQueue, JobState, JobToAdd } from './backend.js'
 import { type ProcessEventData, processEventJob, processEventJobId, processEventsJobs } from './jobs.js'
 
 const ADD_DEADLINE_MS = 2000
+
+/** A row to requeue, with the job it was first enqueued in when known (inbound_events.job_id). */
+export interface RequeuedRow {
+  id: string
+  jobId?: string | null | undefined
+}
 
 /** Adds jobs for committed rows. Used by the HTTP path (after the response) and by the relay. */
 export interface Enqueuer {
@@ -18,12 +24,13 @@ export interface Enqueuer {
    */
   add(eventRowIds: readonly string[]): Promise<void>
   /**
-   * Adds jobs again for rows that must run again (a replay, a lost job): a finished job with the
-   * row's id is kept for a while and BullMQ silently ignores an add with that id, so it is removed
-   * first. A row whose job is still live (waiting, delayed, active) keeps that job, which will find
-   * the row PENDING. Returns how many rows got a new job; throws like `add`.
+   * Adds jobs again for rows that must run again (a lost job): a finished job with the row's id is
+   * kept for a while and BullMQ silently ignores an add with that id, so it is removed first. A row
+   * with a live job (waiting, delayed, active), its own or the batch job it was first enqueued in
+   * (`jobId`), keeps that job, which will find the row PENDING. Returns how many rows got a new job;
+   * throws like `add`.
    */
-  requeue(eventRowIds: readonly string[]): Promise<number>
+  requeue(rows: readonly RequeuedRow[]): Promise<number>
   /** Waits for adds already under way (shutdown). */
   drain(): Promise<void>
 }
@@ -37,17 +44,27 @@ export function createEnqueuer(deps: {
   let batch: string[] = []
   const inFlight = new Set<Promise<void>>()
 
-  const addJobs = async (ids: readonly string[], jobs: readonly JobToAdd<ProcessEventData>[]) => {
-    if (ids.length === 0) return
+  const addJobs = async (jobs: readonly JobToAdd<ProcessEventData>[]) => {
+    const rows: EnqueuedRow[] = jobs.flatMap((job) =>
+      job.data.eventRowIds.map((id) => ({ id, jobId: String(job.opts?.jobId) })),
+    )
+    if (rows.length === 0) return
     // BullMQ waits for a connection that is not there yet; a dead Redis must fail this, not park it.
     await withDeadline(
       deps.queue.addBulk(jobs),
       ADD_DEADLINE_MS,
-      `Redis did not take ${jobs.length} job(s) for ${ids.length} row(s) within ${ADD_DEADLINE_MS} ms`,
+      `Redis did not take ${jobs.length} job(s) for ${rows.length} row(s) within ${ADD_DEADLINE_MS} ms`,
     )
-    await markEnqueued(deps.sql, ids)
+    await markEnqueued(deps.sql, rows)
   }
-  const add = (ids: readonly string[]) => addJobs(ids, processEventsJobs(ids))
+  const add = (ids: readonly string[]) => addJobs(processEventsJobs(ids))
+  const stateOf = (jobId: string) =>
+    withDeadline(
+      deps.queue.getJobState(jobId),
+      ADD_DEADLINE_MS,
+      `Redis did not answer the state of job ${jobId} within ${ADD_DEADLINE_MS} ms`,
+    )
+  const finished = (state: JobState) => state === 'completed' || state === 'failed' || state === 'unknown'
 
   const flush = () => {
     const ids = batch
@@ -68,23 +85,18 @@ export function createEnqueuer(deps: {
     inFlight.add(done)
   }
 
-  const requeue = async (ids: readonly string[]) => {
+  const requeue = async (rows: readonly RequeuedRow[]) => {
     const readd: string[] = []
-    for (const id of ids) {
-      const jobId = processEventJobId(id)
-      const state = await withDeadline(
-        deps.queue.getJobState(jobId),
-        ADD_DEADLINE_MS,
-        `Redis did not answer the state of job ${jobId} within ${ADD_DEADLINE_MS} ms`,
-      )
-      if (state === 'completed' || state === 'failed') await deps.queue.remove(jobId)
-      if (state === 'completed' || state === 'failed' || state === 'unknown') readd.push(id)
+    for (const row of rows) {
+      const ownJobId = processEventJobId(row.id)
+      if (row.jobId != null && row.jobId !== ownJobId && !finished(await stateOf(row.jobId))) continue
+      const state = await stateOf(ownJobId)
+      if (!finished(state)) continue
+      if (state !== 'unknown') await deps.queue.remove(ownJobId)
+      readd.push(row.id)
     }
     // Each row gets its own job back, so the next requeue finds it under the row's job id.
-    await addJobs(
-      readd,
-      readd.map((id) => processEventJob(id)),
-    )
+    await addJobs(readd.map((id) => processEventJob(id)))
     return readd.length
   }
 

@@ -122,7 +122,7 @@ async function enqueueUnqueued(deps: RelayDependencies): Promise<number> {
 async function recoverOrphans(deps: RelayDependencies): Promise<number> {
   const quietSince = sql`now() - ${`${deps.settings.orphanAfterMs} milliseconds`}::interval`
   const rows = await deps.db
-    .select({ id: inboundEvents.id })
+    .select({ id: inboundEvents.id, jobId: inboundEvents.jobId })
     .from(inboundEvents)
     .where(
       and(
@@ -134,7 +134,7 @@ async function recoverOrphans(deps: RelayDependencies): Promise<number> {
     )
     .orderBy(asc(inboundEvents.updatedAt))
     .limit(ORPHAN_BATCH)
-  const readded = await deps.enqueuer.requeue(rows.map((row) => row.id))
+  const readded = await deps.enqueuer.requeue(rows)
   if (rows.length > 0) {
     // Checked now: look at these rows again only after another quiet period.
     await deps.db

@@ -34,7 +34,7 @@ async function stoppedRelay(options: Pick<RelayDependencies, 'settings' | 'resum
   const enqueuer = createEnqueuer({ queue, sql: database.sql, logger, failpoints: noFailpoints })
   const relay = startRelay({ db: database.db, queue, enqueuer, logger, ...options })
   await relay.stop()
-  return { backend, queue, relay }
+  return { backend, queue, relay, enqueuer }
 }
 
 describe('relay: resuming an in-process queue at start', () => {
@@ -137,6 +137,46 @@ describe('relay: orphan recovery', () => {
     now += 9_000
     expect(await relay.tick()).toBe(1)
     expect(await queue.getJobState(processEventJobId(second))).toBe('waiting')
+    await queue.close()
+  })
+
+  it('leaves alone rows whose batch job still waits, however long; re-adds them once that job is gone', async () => {
+    let now = 1_000_000
+    const { queue, relay, enqueuer } = await stoppedRelay({
+      settings: { intervalMs: 1000, graceMs: 60_000, orphanAfterMs: 60_000 },
+      clock: () => now,
+    })
+    const claims = await claimEvents(
+      database.sql,
+      ['evt_backlog_a', 'evt_backlog_b', 'evt_backlog_c'].map((eventId) => ({
+        source: 'acme',
+        eventId,
+        eventType: null,
+        payloadHash: 'e'.repeat(64),
+        body: Buffer.from('{}'),
+        headers: {},
+      })),
+    )
+    const ids = claims.map((claim) => claim.id)
+    await enqueuer.add(ids)
+    // A long backlog: the rows wait in their batch job well past orphanAfterMs.
+    const age = () => database.sql`
+      update inbound_events set updated_at = now() - interval '2 minutes' where id = any(${ids}::uuid[])`
+    await age()
+    const [row] = await database.sql<{ job_id: string }[]>`
+      select distinct job_id from inbound_events where id = any(${ids}::uuid[])`
+    const batchJobId = row?.job_id ?? ''
+    expect(batchJobId).toMatch(/^evts-/)
+    await relay.tick()
+    expect(await queue.getJobState(batchJobId)).toBe('waiting')
+    for (const id of ids) expect(await queue.getJobState(processEventJobId(id))).toBe('unknown')
+
+    // The batch job lost (Redis lost its data, say): the next pass gives each row a job of its own.
+    await queue.remove(batchJobId)
+    await age()
+    now += 10_000
+    await relay.tick()
+    for (const id of ids) expect(await queue.getJobState(processEventJobId(id))).toBe('waiting')
     await queue.close()
   })
 })

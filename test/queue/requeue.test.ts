@@ -71,7 +71,7 @@ describe('Enqueuer.requeue', () => {
     await queue.add(PROCESS_EVENT, { eventRowIds: [waiting] }, { jobId: processEventJobId(waiting) })
     const waitingJob = await queue.getJob(processEventJobId(waiting))
 
-    expect(await enqueuer.requeue([finished, gone, waiting])).toBe(2)
+    expect(await enqueuer.requeue([finished, gone, waiting].map((id) => ({ id })))).toBe(2)
     expect(await queue.getJobState(processEventJobId(finished))).toBe('waiting')
     expect(await queue.getJobState(processEventJobId(gone))).toBe('waiting')
     // The live job is the same one, not a second copy.

@@ -45,7 +45,8 @@ export function eventRoutes(deps: EventRouteDependencies) {
   /** Hands replayed rows to the queue; if Redis does not take them now, the relay will. */
   const requeue = async (ids: readonly string[]): Promise<boolean> => {
     try {
-      await deps.enqueuer.requeue(ids)
+      // By the rows' own jobs only: the batch job that first carried a row may still be running others.
+      await deps.enqueuer.requeue(ids.map((id) => ({ id })))
       return true
     } catch (error) {
       deps.logger.warn(
