@@ -75,7 +75,7 @@ interface Batches {
  * `handlers` bounds the events whose handler runs at once (`worker.concurrency`). `leasedAhead` lets
  * as many more rows be leased while they wait for a handler slot, so a slot that frees starts its
  * next event at once instead of after a lease statement: with the lease inside the slot, each event
- * held its slot ~8 ms of ~23 for the lease alone, and the drain left a third of the cores idle.
+ * held its slot ~8 ms of ~23 for the lease alone, and the drain left 20-30 % of the cores idle.
  */
 interface Gates {
   handlers: Slots

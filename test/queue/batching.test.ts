@@ -108,12 +108,8 @@ function holdFirstHandler() {
   return { handler, started, release: () => release() }
 }
 
-/**
- * The events committed without a job (the relay hands them on in one), and a worker running one
- * handler at a time under FAST_WORKER's 3 s lease and 2 s deadline: a row that waits over 0.5 s for
- * its slot is renewed.
- */
-async function startOneAtATime(events: string[], handler: EventHandler | { forwardTo: string }) {
+/** Commits the events' rows without adding their jobs, as after a lost enqueue: the relay hands them on. */
+async function claimWithoutJobs(events: string[]) {
   await claimEvents(
     database.sql,
     events.map((eventId) => ({
@@ -125,6 +121,15 @@ async function startOneAtATime(events: string[], handler: EventHandler | { forwa
       headers: {},
     })),
   )
+}
+
+/**
+ * The events committed without a job (the relay hands them on in one), and a worker running one
+ * handler at a time under FAST_WORKER's 3 s lease and 2 s deadline: a row that waits over 0.5 s for
+ * its slot is renewed.
+ */
+async function startOneAtATime(events: string[], handler: EventHandler | { forwardTo: string }) {
+  await claimWithoutJobs(events)
   running = await startTestService({
     database,
     config: testConfig(
@@ -173,17 +178,7 @@ describe('batched processing', () => {
     const failing = events[11]
     const handler = writesThenFailsFirstTry(failing)
     // Committed without a job, as after a lost enqueue: the relay's one pass hands them on together.
-    await claimEvents(
-      database.sql,
-      events.map((eventId) => ({
-        source: 'acme',
-        eventId,
-        eventType: 'test.event',
-        payloadHash: 'e'.repeat(64),
-        body: Buffer.from(JSON.stringify({ id: eventId })),
-        headers: {},
-      })),
-    )
+    await claimWithoutJobs(events)
     running = await startTestService({
       database,
       config: testConfig(

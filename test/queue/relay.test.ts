@@ -97,19 +97,25 @@ describe('relay: resuming an in-process queue at start', () => {
   })
 })
 
-/** A row that was enqueued once and has been quiet for two minutes: its job is gone. */
-async function orphan(eventId: string): Promise<string> {
-  const [claim] = await claimEvents(database.sql, [
-    {
+/** Commits a row for each event id, with no job; answers their row ids. */
+async function claimRows(eventIds: string[]): Promise<string[]> {
+  const claims = await claimEvents(
+    database.sql,
+    eventIds.map((eventId) => ({
       source: 'acme',
       eventId,
       eventType: null,
       payloadHash: 'e'.repeat(64),
       body: Buffer.from('{}'),
       headers: {},
-    },
-  ])
-  const id = claim?.id ?? ''
+    })),
+  )
+  return claims.map((claim) => claim.id)
+}
+
+/** A row that was enqueued once and has been quiet for two minutes: its job is gone. */
+async function orphan(eventId: string): Promise<string> {
+  const [id = ''] = await claimRows([eventId])
   await database.db
     .update(inboundEvents)
     .set({ enqueuedAt: sql`now() - interval '2 minutes'`, updatedAt: sql`now() - interval '2 minutes'` })
@@ -146,18 +152,7 @@ describe('relay: orphan recovery', () => {
       settings: { intervalMs: 1000, graceMs: 60_000, orphanAfterMs: 60_000 },
       clock: () => now,
     })
-    const claims = await claimEvents(
-      database.sql,
-      ['evt_backlog_a', 'evt_backlog_b', 'evt_backlog_c'].map((eventId) => ({
-        source: 'acme',
-        eventId,
-        eventType: null,
-        payloadHash: 'e'.repeat(64),
-        body: Buffer.from('{}'),
-        headers: {},
-      })),
-    )
-    const ids = claims.map((claim) => claim.id)
+    const ids = await claimRows(['evt_backlog_a', 'evt_backlog_b', 'evt_backlog_c'])
     await enqueuer.add(ids)
     // A long backlog: the rows wait in their batch job well past orphanAfterMs.
     const age = () => database.sql`
