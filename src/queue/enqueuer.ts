@@ -87,9 +87,18 @@ export function createEnqueuer(deps: {
 
   const requeue = async (rows: readonly RequeuedRow[]) => {
     const readd: string[] = []
+    // The rows of one batch job share it: asked about once per call.
+    const batchStates = new Map<string, Promise<JobState>>()
     for (const row of rows) {
       const ownJobId = processEventJobId(row.id)
-      if (row.jobId != null && row.jobId !== ownJobId && !finished(await stateOf(row.jobId))) continue
+      if (row.jobId != null && row.jobId !== ownJobId) {
+        let batchState = batchStates.get(row.jobId)
+        if (batchState === undefined) {
+          batchState = stateOf(row.jobId)
+          batchStates.set(row.jobId, batchState)
+        }
+        if (!finished(await batchState)) continue
+      }
       const state = await stateOf(ownJobId)
       if (!finished(state)) continue
       if (state !== 'unknown') await deps.queue.remove(ownJobId)

@@ -1,6 +1,6 @@
 /**
  * At most `size` holders at a time, the rest waiting in order. The worker's handlers run holding one,
- * so `worker.concurrency` bounds the events in flight however many rows each job carries.
+ * so `worker.concurrency` bounds the handlers running at once however many rows each job carries.
  */
 export interface Slots {
   /** Waits for a slot and holds it until the returned release is called (once is enough; more do nothing). */
