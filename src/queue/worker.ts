@@ -73,14 +73,21 @@ interface Batches {
 
 /**
  * `handlers` bounds the events whose handler runs at once (`worker.concurrency`). `leasedAhead` lets
- * as many more rows be leased while they wait for a handler slot, so a slot that frees starts its
- * next event at once instead of after a lease statement: with the lease inside the slot, each event
- * held its slot ~8 ms of ~23 for the lease alone, and the drain left 20-30 % of the cores idle.
+ * more rows be leased while they wait for a handler slot, so a slot that frees starts its next event
+ * at once instead of after a lease statement: with the lease inside the slot, each event held its
+ * slot ~8 ms of ~23 for the lease alone, and the drain left 20-30 % of the cores idle.
  */
 interface Gates {
   handlers: Slots
   leasedAhead: Slots
 }
+
+/**
+ * Rows leased ahead per handler slot. Two measured better than one on a 10,000-event drain at
+ * concurrency 32 (middle ratios 0.93 and 0.94 against 0.87 and 0.87) and no worse on 3,000; a row
+ * waits for at most two handlers to finish, and a long wait renews its lease (keepLease).
+ */
+const LEASED_AHEAD_PER_SLOT = 2
 
 /** Waits after an infrastructure error (Postgres down while leasing, say) before a row's next try. */
 const INFRASTRUCTURE_RETRY_MS = 1000
@@ -99,7 +106,7 @@ export function startWorker(deps: WorkerDependencies): JobProcessor {
   }
   const gates: Gates = {
     handlers: createSlots(settings.concurrency),
-    leasedAhead: createSlots(settings.concurrency),
+    leasedAhead: createSlots(settings.concurrency * LEASED_AHEAD_PER_SLOT),
   }
   // ioredis reports every reconnect attempt during an outage; one line per half minute is enough.
   let lastErrorLog = 0

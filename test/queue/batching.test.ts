@@ -279,15 +279,15 @@ describe('batched processing', () => {
     }
   })
 
-  it('leases at most `concurrency` rows ahead of its handlers; a row that waited starts with a renewed lease', async () => {
+  it('leases at most twice `concurrency` rows ahead of its handlers; a row that waited starts with a renewed lease', async () => {
     const events = ids('evt_batch_ahead_', 6)
     const first = holdFirstHandler()
     await startOneAtATime(events, first.handler)
     try {
-      // The first event in its handler, one leased behind it, the other four not leased yet.
-      await expect.poll(() => processing('evt_batch_ahead_'), { timeout: 10_000 }).toBe(2)
+      // The first event in its handler, two leased behind it, the other three not leased yet.
+      await expect.poll(() => processing('evt_batch_ahead_'), { timeout: 10_000 }).toBe(3)
       await new Promise((resolve) => setTimeout(resolve, 700))
-      expect(await processing('evt_batch_ahead_')).toBe(2)
+      expect(await processing('evt_batch_ahead_')).toBe(3)
     } finally {
       first.release()
     }
@@ -297,8 +297,10 @@ describe('batched processing', () => {
       })
       .toBe(true)
     expect(first.started.map((start) => start.eventId).sort()).toEqual(events)
-    // The second waited ~0.7 s behind the first; unrenewed, its lease would have had ~2.3 s left.
+    // The second and third waited ~0.7 s behind the first; unrenewed, their leases would have had
+    // ~2.3 s left.
     expect(first.started[1]?.leaseLeftMs).toBeGreaterThan(FAST_WORKER.leaseMs - 400)
+    expect(first.started[2]?.leaseLeftMs).toBeGreaterThan(FAST_WORKER.leaseMs - 400)
   })
 
   it('a forward leased ahead and taken over while it waited is left to the new holder, never sent', async () => {
@@ -308,12 +310,14 @@ describe('batched processing', () => {
       await startOneAtATime(events, { forwardTo: destination.sink.url })
       let taken: string | undefined
       try {
-        await expect.poll(() => processing('evt_batch_taken_'), { timeout: 10_000 }).toBe(2)
+        await expect.poll(() => processing('evt_batch_taken_'), { timeout: 10_000 }).toBe(3)
         // What another worker's takeover leaves: the row still PROCESSING under a lease token not ours.
         const [row] = await database.sql<{ event_id: string }[]>`
           update inbound_events set lease_token = gen_random_uuid()
-          where event_id like 'evt_batch_taken_%' and status = 'processing'
-            and event_id <> ${destination.eventIds()[0] ?? ''}
+          where id = (select id from inbound_events
+                      where event_id like 'evt_batch_taken_%' and status = 'processing'
+                        and event_id <> ${destination.eventIds()[0] ?? ''}
+                      order by event_id limit 1)
           returning event_id`
         taken = row?.event_id
         await new Promise((resolve) => setTimeout(resolve, 700))
