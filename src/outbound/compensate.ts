@@ -3,7 +3,7 @@ import { findOperation, listAttempts } from '../db/operation-queries.js'
 import type { Held, OperationRow } from '../db/operation-rows.js'
 import { escalate, leaseIn, recordCompensated, startCompensation } from '../db/operations.js'
 import { callUndo } from './calls.js'
-import { leaseMsOf, type Machine } from './machine.js'
+import { type Machine, toolLeaseMs } from './machine.js'
 import type { Tool } from './tools.js'
 
 export type CompensateOutcome =
@@ -22,7 +22,7 @@ export async function compensate<A, R>(
   if (tool.effect !== 'compensable' || tool.undo === undefined) return { kind: 'not_compensable' }
   const { db } = machine
   const token = randomUUID()
-  const leaseMs = leaseMsOf(machine, tool as Tool<never, unknown>)
+  const leaseMs = toolLeaseMs(machine.settings, tool as Tool<never, unknown>)
   // A completed operation with a live lease is being undone; the lease keeps two aborts apart.
   const op = await leaseIn(db, { key, tool: tool.name }, 'completed', token, leaseMs)
   if (op === undefined) {

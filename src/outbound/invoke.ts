@@ -22,11 +22,11 @@ import { payloadHash } from './hash.js'
 import { MAX_KEY_LENGTH } from './keys.js'
 import {
   answerFor,
-  leaseMsOf,
   type Machine,
   nextStep,
   policyOf,
   settleStep,
+  toolLeaseMs,
   toReconciliation,
 } from './machine.js'
 import type { InvokeOutcome } from './outcomes.js'
@@ -67,7 +67,7 @@ export async function invoke<A, R>(
     throw new TypeError(`operation keys are 1-${MAX_KEY_LENGTH} characters`)
   }
   const hash = payloadHash(request.args)
-  const leaseMs = leaseMsOf(machine, tool as Tool<never, unknown>)
+  const leaseMs = toolLeaseMs(machine.settings, tool as Tool<never, unknown>)
   // A forward's operation the worker's lease claimed already: a divergence (which
   // test/queue/forward-claim.test.ts rules out) would meet that claim below as a live lease.
   const claimed = request.claimed
@@ -202,7 +202,7 @@ async function executeOnce<A, R>(
   closeLast: 'unknown' | 'not_sent' | null,
 ): Promise<InvokeOutcome<R> | undefined> {
   const started = await startAttempt(machine.db, held, {
-    leaseMs: leaseMsOf(machine, tool as Tool<never, unknown>),
+    leaseMs: toolLeaseMs(machine.settings, tool as Tool<never, unknown>),
     closeLast,
     // Committed with the in-flight attempt, before the call: the undo of a lost response is known
     // before there is anything to undo.
@@ -275,7 +275,7 @@ async function undoOnce<A, R>(
   closeLast: boolean,
 ): Promise<InvokeOutcome<R> | undefined> {
   const { db } = machine
-  await startUndo(db, held, last, leaseMsOf(machine, tool as Tool<never, unknown>), closeLast)
+  await startUndo(db, held, last, toolLeaseMs(machine.settings, tool as Tool<never, unknown>), closeLast)
   const undone = await callUndo(tool, args, {
     key: last.attemptKey,
     operationKey: held.op.operationKey,

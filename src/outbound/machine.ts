@@ -38,11 +38,11 @@ export function policyOf(machine: Machine, toolName: string): RetryPolicy {
   return retryPolicyFor(machine.settings, toolName, machine.tool(toolName)?.retry)
 }
 
-/** The lease outlasts one call of the tool (its time limit plus a margin). */
-export function leaseMsOf(machine: Machine, tool: Pick<Tool<never, unknown>, 'timeoutMs'>): number {
-  return toolLeaseMs(machine.settings, tool)
-}
-
+/**
+ * An operation's lease for one call of the tool: it outlasts the call (the tool's time limit plus a
+ * margin), and never falls below `outbound.leaseMs`. The worker's lease takes a forward's claim with
+ * it too (src/delivery/source-handlers.ts).
+ */
 export function toolLeaseMs(
   settings: Pick<OutboundSettings, 'leaseMs'>,
   tool: Pick<Tool<never, unknown>, 'timeoutMs'>,
