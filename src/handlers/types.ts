@@ -57,6 +57,12 @@ export interface EventAttempt {
   done: boolean
   /** The forward operation the lease claimed, for the last step to take instead of claiming it. */
   claimed?: OperationRow | undefined
+  /**
+   * Called once the last step's call has succeeded, before its success and the DONE mark are
+   * written: the event's handler is over, so the worker gives its slot to the next event while the
+   * write commits.
+   */
+  lastCallSucceeded?: (() => void) | undefined
 }
 
 /**

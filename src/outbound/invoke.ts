@@ -42,8 +42,9 @@ export interface InvokeRequest<A, R = unknown> {
   toolCallId?: string
   /**
    * The DONE mark of the inbound event whose last step this call is (the worker's forward), written
-   * in the statement that records the success: both commit or neither. The outcome's `eventDone`
-   * says whether it was written; a success found already recorded writes nothing.
+   * in the statement that records the success: both commit or neither. Asked for once, when a call
+   * of this invoke succeeded, right before that statement. The outcome's `eventDone` says whether it
+   * was written; a success found already recorded writes nothing.
    */
   eventDone?: ((result: R) => DoneRecord) | undefined
   /**

@@ -99,14 +99,18 @@ export function eventInvoker(ledger: OutboundLedger): EventInvoker {
       eventDone:
         attempt === undefined || last === undefined
           ? undefined
-          : (result) => ({
-              id: attempt.eventRowId,
-              token: attempt.leaseToken,
-              attempt: attempt.attempt,
-              startedAt: attempt.startedAt,
-              finishedAt: new Date(),
-              ...last(result),
-            }),
+          : (result) => {
+              // Asked for only once the call succeeded, right before the success is written.
+              attempt.lastCallSucceeded?.()
+              return {
+                id: attempt.eventRowId,
+                token: attempt.leaseToken,
+                attempt: attempt.attempt,
+                startedAt: attempt.startedAt,
+                finishedAt: new Date(),
+                ...last(result),
+              }
+            },
     })
     if (attempt !== undefined && outcome.kind === 'completed' && outcome.eventDone === true) {
       attempt.done = true

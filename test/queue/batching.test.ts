@@ -373,6 +373,50 @@ describe('batched processing', () => {
     }
   })
 
+  it("a forward's handler slot is freed once its call succeeded, not once its DONE committed", async () => {
+    const events = ids('evt_batch_freed_', 2)
+    let unlock: () => void = () => {}
+    const unlocked = new Promise<void>((resolve) => {
+      unlock = resolve
+    })
+    let lockHolder: Promise<unknown> | undefined
+    // The first event's operation row is locked before its answer goes back, so the statement that
+    // records its success and DONE waits for the test.
+    const sink = await startSink(async (request, index) => {
+      if (index === 0) {
+        const key = `acme:${String(request.headers['x-hookledger-event-id'])}:forward`
+        await new Promise<void>((locked) => {
+          lockHolder = database.sql.begin(async (tx) => {
+            await tx`select id from operations where operation_key = ${key} for update`
+            locked()
+            await unlocked
+          })
+        })
+      }
+      return { status: 200, body: 'ok' }
+    })
+    try {
+      await startOneAtATime(events, { forwardTo: sink.url })
+      // One handler at a time, yet the second event is sent while the first is still PROCESSING.
+      await expect.poll(() => sink.received.length, { timeout: 10_000 }).toBe(2)
+      const first = String(sink.received[0]?.headers['x-hookledger-event-id'])
+      expect((await statuses(first)).map((row) => row.status)).toEqual(['processing'])
+    } finally {
+      unlock()
+      await lockHolder
+    }
+    try {
+      await expect
+        .poll(async () => (await statuses('evt_batch_freed_')).map((row) => row.outcomes), {
+          timeout: 15_000,
+        })
+        .toEqual([['done'], ['done']])
+      expect(sink.received).toHaveLength(2)
+    } finally {
+      await sink.close()
+    }
+  })
+
   it('records the wall-clock end of a slow attempt, not the start of its transaction', async () => {
     const sink = await startSink(() => ({ status: 200, body: 'ok' }))
     const slowSink = await startHoldingSink(
