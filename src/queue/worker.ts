@@ -74,22 +74,26 @@ interface Batches {
 /**
  * `handlers` bounds the events whose handler runs at once (`worker.concurrency`); a forward's slot
  * is freed once its call succeeded, before the success and DONE commit, which took as long again as
- * the call (~7 ms each at concurrency 32, with every slot taken and rows waiting). `leasedAhead` lets
- * more rows be leased while they wait for a handler slot, so a slot that frees starts its next event
- * at once instead of after a lease statement: with the lease inside the slot, each event held its
- * slot ~8 ms of ~23 for the lease alone, and the drain left 20-30 % of the cores idle.
+ * the call (~7 ms each at concurrency 32, with every slot taken and rows waiting).
+ *
+ * `leased` bounds the rows leased and not yet finished, in a handler or not: rows are leased while
+ * they wait for a handler slot, so a slot that frees starts its next event at once instead of after
+ * a lease statement (with the lease inside the slot, each event held its slot ~8 ms of ~23 for the
+ * lease alone, and the drain left 20-30 % of the cores idle), and forwards whose slot was freed
+ * still hold their place while their DONE commits.
  */
 interface Gates {
   handlers: Slots
-  leasedAhead: Slots
+  leased: Slots
 }
 
 /**
- * Rows leased ahead per handler slot. Two measured better than one on a 10,000-event drain at
- * concurrency 32 (middle ratios 0.93 and 0.94 against 0.87 and 0.87) and no worse on 3,000; a row
+ * Rows leased at once per handler slot. Unbounded, a drain at concurrency 96 held ~400 rows
+ * (~130 of them committing DONE), the worker's event loop was late by more than its 20 ms ticks and
+ * the drain fell to 0.82-0.90 of the baseline; three per slot gave 1.13 there and 1.10 at 32. A row
  * waits for at most two handlers to finish, and a long wait renews its lease (keepLease).
  */
-const LEASED_AHEAD_PER_SLOT = 2
+const LEASED_PER_SLOT = 3
 
 /** Waits after an infrastructure error (Postgres down while leasing, say) before a row's next try. */
 const INFRASTRUCTURE_RETRY_MS = 1000
@@ -108,7 +112,7 @@ export function startWorker(deps: WorkerDependencies): JobProcessor {
   }
   const gates: Gates = {
     handlers: createSlots(settings.concurrency),
-    leasedAhead: createSlots(settings.concurrency * LEASED_AHEAD_PER_SLOT),
+    leased: createSlots(settings.concurrency * LEASED_PER_SLOT),
   }
   // ioredis reports every reconnect attempt during an outage; one line per half minute is enough.
   let lastErrorLog = 0
@@ -187,8 +191,8 @@ async function processJob(
 }
 
 /**
- * Leases the row (holding a `leasedAhead` place meanwhile), waits for a handler slot, and runs it. A
- * row that waited for its slot long enough to matter has its lease renewed first, so its handler
+ * Leases the row (holding a `leased` place until it is finished), waits for a handler slot, and runs
+ * it. A row that waited for its slot long enough to matter has its lease renewed first, so its handler
  * starts with a whole lease as if it had just been leased.
  */
 async function processEvent(
@@ -199,7 +203,7 @@ async function processEvent(
   jobId: string,
 ): Promise<JobResult> {
   const leaseToken = randomUUID()
-  const releaseAhead = await gates.leasedAhead.acquire()
+  const releaseLeased = await gates.leased.acquire()
   let releaseHandler: (() => void) | undefined
   try {
     const leasedAt = Date.now()
@@ -217,7 +221,6 @@ async function processEvent(
         break
     }
     releaseHandler = await gates.handlers.acquire()
-    releaseAhead()
     if (!(await keepLease(deps, lease.row, leaseToken, Date.now() - leasedAt))) {
       deps.logger.warn(
         { eventRowId, jobId },
@@ -227,8 +230,8 @@ async function processEvent(
     }
     return await runLeased(deps, batches, lease.row, leaseToken, jobId, releaseHandler)
   } finally {
-    releaseAhead()
     releaseHandler?.()
+    releaseLeased()
   }
 }
 

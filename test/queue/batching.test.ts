@@ -279,7 +279,7 @@ describe('batched processing', () => {
     }
   })
 
-  it('leases at most twice `concurrency` rows ahead of its handlers; a row that waited starts with a renewed lease', async () => {
+  it('leases at most three times `concurrency` rows; a row that waited for its slot starts with a renewed lease', async () => {
     const events = ids('evt_batch_ahead_', 6)
     const first = holdFirstHandler()
     await startOneAtATime(events, first.handler)
@@ -373,34 +373,31 @@ describe('batched processing', () => {
     }
   })
 
-  it("a forward's handler slot is freed once its call succeeded, not once its DONE committed", async () => {
-    const events = ids('evt_batch_freed_', 2)
+  it("a forward's handler slot is freed once its call succeeded; forwards whose DONE commits still count as leased", async () => {
+    const events = ids('evt_batch_freed_', 5)
+    const sink = await startSink(() => ({ status: 200, body: 'ok' }))
     let unlock: () => void = () => {}
     const unlocked = new Promise<void>((resolve) => {
       unlock = resolve
     })
+    // Every DONE writes an attempt row: while this lock is held, no DONE can commit. Leases, claims
+    // and the forwards themselves write no attempt row.
     let lockHolder: Promise<unknown> | undefined
-    // The first event's operation row is locked before its answer goes back, so the statement that
-    // records its success and DONE waits for the test.
-    const sink = await startSink(async (request, index) => {
-      if (index === 0) {
-        const key = `acme:${String(request.headers['x-hookledger-event-id'])}:forward`
-        await new Promise<void>((locked) => {
-          lockHolder = database.sql.begin(async (tx) => {
-            await tx`select id from operations where operation_key = ${key} for update`
-            locked()
-            await unlocked
-          })
-        })
-      }
-      return { status: 200, body: 'ok' }
+    await new Promise<void>((locked) => {
+      lockHolder = database.sql.begin(async (tx) => {
+        await tx`lock table event_attempts in share mode`
+        locked()
+        await unlocked
+      })
     })
     try {
       await startOneAtATime(events, { forwardTo: sink.url })
-      // One handler at a time, yet the second event is sent while the first is still PROCESSING.
-      await expect.poll(() => sink.received.length, { timeout: 10_000 }).toBe(2)
-      const first = String(sink.received[0]?.headers['x-hookledger-event-id'])
-      expect((await statuses(first)).map((row) => row.status)).toEqual(['processing'])
+      // One handler at a time, yet three events are sent while none is DONE: each freed its slot as
+      // its destination answered. The fourth waits for a place, as three rows are leased already.
+      await expect.poll(() => sink.received.length, { timeout: 10_000 }).toBe(3)
+      await new Promise((resolve) => setTimeout(resolve, 700))
+      expect(sink.received).toHaveLength(3)
+      expect(await processing('evt_batch_freed_')).toBe(3)
     } finally {
       unlock()
       await lockHolder
@@ -410,8 +407,8 @@ describe('batched processing', () => {
         .poll(async () => (await statuses('evt_batch_freed_')).map((row) => row.outcomes), {
           timeout: 15_000,
         })
-        .toEqual([['done'], ['done']])
-      expect(sink.received).toHaveLength(2)
+        .toEqual(events.map(() => ['done']))
+      expect(sink.received).toHaveLength(events.length)
     } finally {
       await sink.close()
     }
