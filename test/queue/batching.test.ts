@@ -88,24 +88,30 @@ async function expectEachDoneOnce(prefix: string, events: string[], failing: str
 const processing = async (prefix: string) =>
   (await statuses(prefix)).filter((row) => row.status === 'processing').length
 
+/** A promise the test resolves when it chooses: what a held handler, request or lock waits for. */
+function gate() {
+  let open: () => void = () => {}
+  const opened = new Promise<void>((resolve) => {
+    open = resolve
+  })
+  return { opened, open: () => open() }
+}
+
 /**
  * A code handler whose first call waits for `release`; each call notes its event and how long the
  * row's lease had left when it started.
  */
 function holdFirstHandler() {
-  let release: () => void = () => {}
-  const held = new Promise<void>((resolve) => {
-    release = resolve
-  })
+  const held = gate()
   const started: { eventId: string; leaseLeftMs: number }[] = []
   const handler: EventHandler = async ({ eventId, tx }) => {
     const [lease] = await tx.execute<{ left_ms: number }>(sql`
       select (extract(epoch from lease_until - clock_timestamp()) * 1000)::float8 as left_ms
       from inbound_events where source = 'acme' and event_id = ${eventId}`)
     started.push({ eventId, leaseLeftMs: Number(lease?.left_ms) })
-    if (started.length === 1) await held
+    if (started.length === 1) await held.opened
   }
-  return { handler, started, release: () => release() }
+  return { handler, started, release: held.open }
 }
 
 /** Commits the events' rows without adding their jobs, as after a lost enqueue: the relay hands them on. */
@@ -149,17 +155,14 @@ async function startOneAtATime(events: string[], handler: EventHandler | { forwa
  * request is first shown to `onRequest` (by event id).
  */
 async function holdFirstRequest(onRequest: (eventId: string) => Promise<void> = async () => {}) {
-  let release: () => void = () => {}
-  const held = new Promise<void>((resolve) => {
-    release = resolve
-  })
+  const held = gate()
   const sink = await startSink(async (request, index) => {
     await onRequest(String(request.headers['x-hookledger-event-id']))
-    if (index === 0) await held
+    if (index === 0) await held.opened
     return { status: 200, body: 'ok' }
   })
   const eventIds = () => sink.received.map((request) => String(request.headers['x-hookledger-event-id']))
-  return { sink, eventIds, release: () => release() }
+  return { sink, eventIds, release: held.open }
 }
 
 describe('batched processing', () => {
@@ -246,10 +249,7 @@ describe('batched processing', () => {
   it('a destination slow for one event does not hold the others back', async () => {
     const events = ids('evt_batch_slow_', 12)
     const slow = events[0]
-    let release: () => void = () => {}
-    const held = new Promise<void>((resolve) => {
-      release = resolve
-    })
+    const { opened: held, open: release } = gate()
     const sink = await startSink(() => ({ status: 200, body: 'ok' }))
     // The slow event's answer waits for the test; everything else is answered at once.
     const slowSink = await startHoldingSink(slow ?? '', () => held, sink.url)
@@ -376,10 +376,7 @@ describe('batched processing', () => {
   it("a forward's handler slot is freed once its call succeeded; forwards whose DONE commits still count as leased", async () => {
     const events = ids('evt_batch_freed_', 5)
     const sink = await startSink(() => ({ status: 200, body: 'ok' }))
-    let unlock: () => void = () => {}
-    const unlocked = new Promise<void>((resolve) => {
-      unlock = resolve
-    })
+    const { opened: unlocked, open: unlock } = gate()
     // Every DONE writes an attempt row: while this lock is held, no DONE can commit. Leases, claims
     // and the forwards themselves write no attempt row.
     let lockHolder: Promise<unknown> | undefined
