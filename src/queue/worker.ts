@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto'
 import type postgres from 'postgres'
-import { backoffDelay } from '../backoff.js'
 import type { ConfigFile } from '../config/config.js'
 import { type Batcher, createBatcher } from '../db/batcher.js'
 import type { Database } from '../db/client.js'
@@ -10,25 +9,11 @@ import {
   type LeaseRequest,
   type LeaseResult,
   leaseEvents,
-  lockLeasedEvent,
-  markAttemptFailed,
-  markDone,
-  releaseLease,
   renewLease,
 } from '../db/events.js'
-import { LeaseLostError } from '../db/lease.js'
 import { operationBatches, type Settled, type Settlement } from '../db/operation-batches.js'
-import { withAbortDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
-import {
-  type DirectContext,
-  type EventAttempt,
-  type EventInvoker,
-  HandlerError,
-  type HandlerResult,
-  RetryLaterError,
-  type SourceHandler,
-} from '../handlers/types.js'
+import type { EventInvoker, SourceHandler } from '../handlers/types.js'
 import type { EvidenceIntake } from '../inbound/evidence.js'
 import type { Logger } from '../logger.js'
 import type { Metrics } from '../metrics.js'
@@ -42,6 +27,7 @@ import {
   runAgainAt,
 } from './backend.js'
 import { INBOUND_QUEUE, type ProcessEventData, processEventData, processEventLaterJob } from './jobs.js'
+import { describeError, runLeased } from './run-leased.js'
 import { createSlots, type Slots } from './slots.js'
 
 export interface WorkerDependencies {
@@ -66,7 +52,7 @@ export interface WorkerDependencies {
  * DONE goes with the outbound ledger's successes (operation-batches.ts): a forward's success and its
  * event's DONE are one settlement.
  */
-interface Batches {
+export interface Batches {
   lease: Batcher<LeaseRequest, LeaseResult>
   settle: Batcher<Settlement, Settled>
 }
@@ -266,205 +252,4 @@ async function keepLease(
       ? undefined
       : { id: row.forwardClaim.id, token: claimedToken, leaseMs: forwardLeaseMs },
   )
-}
-
-/** Runs the handler of a row this worker leased, and records how it ended. */
-async function runLeased(
-  deps: WorkerDependencies,
-  batches: Batches,
-  row: LeasedEvent,
-  leaseToken: string,
-  jobId: string,
-  /** Frees the event's handler slot: a forward's is freed as soon as its call succeeded. */
-  releaseHandler: () => void,
-): Promise<JobResult> {
-  const eventRowId = row.id
-  // Made when first used: most events finish without a line to log.
-  let eventLogger: Logger | undefined
-  const log = () => {
-    eventLogger ??= deps.logger.child({ eventRowId, jobId })
-    return eventLogger
-  }
-  const startedAt = new Date()
-  const handler = deps.handlers.get(row.source)
-  try {
-    await deps.evidence?.take(row)
-    if (handler === undefined) throw new HandlerError(`no handler is configured for source '${row.source}'`)
-    if (handler.kind === 'direct') {
-      const attempt: EventAttempt = {
-        eventRowId: row.id,
-        leaseToken,
-        attempt: row.attempts,
-        startedAt,
-        done: false,
-        claimed: row.forwardClaim,
-        lastCallSucceeded: releaseHandler,
-      }
-      const result = await withHandlerDeadline(deps, (signal) =>
-        handler.run(handlerContext(deps, row, signal, log, attempt)),
-      )
-      deps.failpoints.hit('worker.before_done')
-      // A forward's DONE is written with its success already (its last step); anything else's here.
-      if (!attempt.done) {
-        const settled = await batches.settle.run({
-          done: {
-            id: row.id,
-            token: leaseToken,
-            attempt: row.attempts,
-            startedAt,
-            finishedAt: new Date(),
-            ...(result ?? {}),
-          },
-        })
-        if (!settled.done) throw new LeaseLostError(`event row ${row.id}`)
-      }
-    } else {
-      await deps.db.transaction(async (tx) => {
-        if (!(await lockLeasedEvent(tx, row.id, leaseToken))) throw new LeaseLostError(`event row ${row.id}`)
-        const result = await withHandlerDeadline(deps, (signal) =>
-          handler.run({ ...handlerContext(deps, row, signal, log), tx }),
-        )
-        deps.failpoints.hit('worker.before_done')
-        await markDone(tx, row.id, { attempt: row.attempts, startedAt, ...(result ?? {}) })
-      })
-    }
-    deps.failpoints.hit('worker.after_done')
-    deps.metrics.attempts.inc({ source: row.source, result: 'done' })
-    deps.metrics.processingSeconds.observe(
-      { source: row.source, status: 'done' },
-      (Date.now() - row.receivedAt.getTime()) / 1000,
-    )
-  } catch (error) {
-    if (error instanceof LeaseLostError) {
-      log().warn('lease taken over by another worker; leaving the row to it')
-      return done
-    }
-    if (error instanceof RetryLaterError) {
-      // Waiting for another worker's lease is not this event's failure: no attempt is used up.
-      const retryAt = Date.now() + Math.max(error.retryAfterMs, 250)
-      await releaseLease(deps.sql, row.id, leaseToken, new Date(retryAt))
-      log().info({ retryAfterMs: error.retryAfterMs }, error.message)
-      return runAgainAt(retryAt)
-    }
-    return recordFailure(deps, row, leaseToken, startedAt, error, log())
-  }
-  return done
-}
-
-/**
- * What the handler sees of its event; `invoke` reaches the outbound ledger under the event's own key.
- * The body is parsed and the logger made only when the handler reads them (a forward needs neither).
- * With `attempt` (a direct handler's), a last step's success marks the event DONE with it.
- */
-function handlerContext(
-  deps: WorkerDependencies,
-  row: LeasedEvent,
-  signal: AbortSignal,
-  logger: () => Logger,
-  attempt?: EventAttempt,
-): DirectContext {
-  let event: { parsed: unknown } | undefined
-  return {
-    eventRowId: row.id,
-    source: row.source,
-    eventId: row.eventId,
-    eventType: row.eventType,
-    get event() {
-      event ??= { parsed: parseStoredBody(row.body) }
-      return event.parsed
-    },
-    raw: row.body,
-    headers: row.headers,
-    attempt: row.attempts,
-    signal,
-    get logger() {
-      return logger()
-    },
-    invoke:
-      deps.invoke?.({
-        source: row.source,
-        eventId: row.eventId,
-        runId: `${row.id}/${row.attempts}`,
-        ...(attempt === undefined ? {} : { attempt }),
-      }) ??
-      (() => {
-        throw new Error('this worker has no outbound ledger')
-      }),
-  }
-}
-
-/** Back to PENDING with a backoff, or FAILED once the attempts are used up. */
-async function recordFailure(
-  deps: WorkerDependencies,
-  row: LeasedEvent,
-  leaseToken: string,
-  startedAt: Date,
-  error: unknown,
-  log: Logger,
-): Promise<JobResult> {
-  const final = row.attempts >= deps.settings.maxAttempts
-  const delayMs = backoffDelay(
-    { baseDelayMs: deps.settings.backoffBaseMs, maxDelayMs: deps.settings.backoffMaxMs },
-    row.attempts,
-  )
-  const details: HandlerResult = error instanceof HandlerError ? error.details : {}
-  const cause = describeError(error)
-  const status = await markAttemptFailed(deps.sql, row.id, leaseToken, {
-    attempt: row.attempts,
-    startedAt,
-    error: cause.message.slice(0, 2000),
-    final,
-    retryAt: new Date(Date.now() + delayMs),
-    ...details,
-  })
-  log.warn(
-    { attempt: row.attempts, final, err: error instanceof HandlerError ? undefined : cause },
-    cause.message,
-  )
-  deps.metrics.attempts.inc({ source: row.source, result: 'error' })
-  if (status === 'failed') {
-    deps.metrics.processingSeconds.observe(
-      { source: row.source, status: 'failed' },
-      (Date.now() - row.receivedAt.getTime()) / 1000,
-    )
-  }
-  return status === 'pending' ? runAgainAt(Date.now() + delayMs) : done
-}
-
-/**
- * An error as it may be logged and stored: the real cause, never a statement's parameters. drizzle
- * wraps a failing query in an error whose message repeats the query and its parameters (the event's
- * payload, say), while the database's own message sits in `cause`.
- */
-function describeError(error: unknown): { name: string; message: string; code?: string } {
-  let current: unknown = error
-  while (current instanceof Error && isQueryWrapper(current) && current.cause instanceof Error) {
-    current = current.cause
-  }
-  if (!(current instanceof Error)) return { name: 'Error', message: String(current) }
-  const code = (current as { code?: unknown }).code
-  return { name: current.name, message: current.message, ...(typeof code === 'string' ? { code } : {}) }
-}
-
-function isQueryWrapper(error: Error): boolean {
-  return 'params' in error && 'query' in error
-}
-
-/** Runs the handler with a signal that is aborted when its time is up. */
-function withHandlerDeadline<T>(
-  deps: WorkerDependencies,
-  run: (signal: AbortSignal) => Promise<T>,
-): Promise<T> {
-  const ms = deps.settings.handlerTimeoutMs
-  return withAbortDeadline(ms, `handler did not finish within ${ms} ms`, run)
-}
-
-/** The body as the handler sees it: parsed JSON, or the text itself for bodies that are not JSON. */
-function parseStoredBody(body: Buffer): unknown {
-  const text = body.toString('utf8')
-  try {
-    return JSON.parse(text)
-  } catch {
-    return text
-  }
 }
