@@ -2,6 +2,7 @@ import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { openLedger } from '../../src/db/client.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { gate } from '../support/gate.js'
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js'
 
 // The postgres-js driver itself behind a resetting proxy, in this process. Unpatched 3.4.9 throws
@@ -91,19 +92,13 @@ describe('postgres-js behind a proxy that resets every connection', () => {
 
   it('a statement of a transaction whose connection reset fails; it never runs outside the transaction', async () => {
     const sql = proxiedPool(1)
-    let resetDone: () => void = () => {}
-    const afterReset = new Promise<void>((resolve) => {
-      resetDone = resolve
-    })
-    let inTransaction: () => void = () => {}
-    const transactionStarted = new Promise<void>((resolve) => {
-      inTransaction = resolve
-    })
+    const reset = gate()
+    const transactionStarted = gate()
     const lateOutcomes: string[] = []
     const transaction = sql.begin(async (tx) => {
       await tx`insert into reset_witness values (1)`
-      inTransaction()
-      await afterReset
+      transactionStarted.open()
+      await reset.opened
       // The handler carries on after its connection died (as a slow forward does).
       for (const n of [2, 3]) {
         lateOutcomes.push(
@@ -119,17 +114,17 @@ describe('postgres-js behind a proxy that resets every connection', () => {
       (error: { code?: string }) => `rejected ${error.code}`,
     )
     try {
-      await transactionStarted
+      await transactionStarted.opened
       proxy.reset()
       expect(await outcome).toMatch(/^rejected (CONNECTION_CLOSED|ECONNRESET)$/)
       // The pool's one connection is used (and so reconnected) by other work meanwhile.
       await expect(sql`select 1 as one`).resolves.toEqual([{ one: 1 }])
-      resetDone()
+      reset.open()
       await expect.poll(() => lateOutcomes.length, { timeout: 5000 }).toBe(2)
       expect(lateOutcomes).toEqual(['rejected CONNECTION_CLOSED', 'rejected CONNECTION_CLOSED'])
       expect(await database.sql`select n from reset_witness`).toEqual([])
     } finally {
-      resetDone()
+      reset.open()
       await sql.end({ timeout: 1 })
     }
   })

@@ -9,6 +9,7 @@ import { createOutboundLedger, type ReconcileScheduler } from '../../src/outboun
 import { outboundSettingsSchema } from '../../src/outbound/settings.js'
 import { defineTool, type ExecuteResult, type Tool } from '../../src/outbound/tools.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { gate } from '../support/gate.js'
 
 let db: TestDatabase
 const scheduled: string[] = []
@@ -127,17 +128,14 @@ describe('invoke: the guard', () => {
   })
 
   it('live lease: a concurrent invoke is told to retry later and runs nothing', async () => {
-    let release: () => void = () => {}
-    const gate = new Promise<void>((resolve) => {
-      release = resolve
-    })
+    const release = gate()
     let calls = 0
     const tool = defineTool<{ n: number }, string>({
       name: 'slow-tool',
       effect: 'idempotent',
       async execute() {
         calls += 1
-        await gate
+        await release.opened
         return { kind: 'success', result: 'done' }
       },
     })
@@ -147,7 +145,7 @@ describe('invoke: the guard', () => {
     const second = await ledger.invoke(tool, { key, args: { n: 1 } })
     expect(second.kind).toBe('retry_later')
     if (second.kind === 'retry_later') expect(second.retryAfterMs).toBeGreaterThan(0)
-    release()
+    release.open()
     expect((await first).kind).toBe('completed')
     expect(calls).toBe(1)
   })

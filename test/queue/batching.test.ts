@@ -9,6 +9,7 @@ import { INBOUND_QUEUE, type ProcessEventData } from '../../src/queue/jobs.js'
 import { startService } from '../../src/service/service.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { testRedisUrl } from '../support/env.js'
+import { gate } from '../support/gate.js'
 import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from '../support/service.js'
 import { signedHeaders } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
@@ -87,15 +88,6 @@ async function expectEachDoneOnce(prefix: string, events: string[], failing: str
 
 const processing = async (prefix: string) =>
   (await statuses(prefix)).filter((row) => row.status === 'processing').length
-
-/** A promise the test resolves when it chooses: what a held handler, request or lock waits for. */
-function gate() {
-  let open: () => void = () => {}
-  const opened = new Promise<void>((resolve) => {
-    open = resolve
-  })
-  return { opened, open: () => open() }
-}
 
 /**
  * A code handler whose first call waits for `release`; each call notes its event and how long the

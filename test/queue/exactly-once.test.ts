@@ -8,6 +8,7 @@ import type { EventHandler } from '../../src/handlers/types.js'
 import { INBOUND_QUEUE, PROCESS_EVENT, processEventJobId } from '../../src/queue/jobs.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { testRedisUrl } from '../support/env.js'
+import { gate } from '../support/gate.js'
 import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from '../support/service.js'
 import { signedHeaders } from '../support/signing.js'
 import { testConfig } from '../support/stack.js'
@@ -80,11 +81,12 @@ describe('exactly once under duplicates', () => {
 
   it('a job redelivered while its handler still runs does not run the handler again', async () => {
     const calls: string[] = []
-    let release: () => void = () => {}
-    const hold = new Promise<void>((resolve) => {
-      release = resolve
+    const hold = gate()
+    running = await startTestService({
+      database,
+      config,
+      handlers: { acme: recordingHandler(calls, hold.opened) },
     })
-    running = await startTestService({ database, config, handlers: { acme: recordingHandler(calls, hold) } })
     const body = JSON.stringify({ type: 'slow' })
     const response = await fetch(`${running.url}/webhooks/acme`, {
       method: 'POST',
@@ -100,7 +102,7 @@ describe('exactly once under duplicates', () => {
     await queue.add(PROCESS_EVENT, { eventRowIds: [id] }, { jobId: `${processEventJobId(id)}-again` })
     await new Promise((resolve) => setTimeout(resolve, 500))
     expect(calls).toHaveLength(1)
-    release()
+    hold.open()
     await expect.poll(async () => status(id), { timeout: 10_000 }).toBe('done')
     await expect
       .poll(async () => queue.getJobState(`${processEventJobId(id)}-again`), { timeout: 10_000 })

@@ -1,20 +1,13 @@
 import { describe, expect, it } from 'vitest'
 import { done, type JobResult, type QueuedJob, runAgainAt } from '../../src/queue/backend.js'
 import { createInProcessBackend } from '../../src/queue/in-process.js'
+import { gate } from '../support/gate.js'
 
 interface Data {
   n: number
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-function gate() {
-  let open: () => void = () => {}
-  const opened = new Promise<void>((resolve) => {
-    open = resolve
-  })
-  return { opened, open }
-}
 
 /** A backend with one queue and a processor that records each run. */
 function setup(
