@@ -24,6 +24,9 @@ import { orderingKeySchema, routesSchema } from './routes.js'
 
 const SOURCE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
 
+/** How long a source keeps its DONE events when its config does not say (`retentionDays`). */
+export const DEFAULT_RETENTION_DAYS = 30
+
 const forwardHandlerSchema = z.object({
   type: z.literal('forward'),
   url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }),
@@ -58,7 +61,7 @@ const sourceSchema = z.object({
    * DONE events older than this are deleted. Dedup lasts exactly as long as the row: a provider retry
    * arriving later is accepted as new, so keep this longer than the provider retries.
    */
-  retentionDays: z.number().int().min(1).max(3650).default(30),
+  retentionDays: z.number().int().min(1).max(3650).default(DEFAULT_RETENTION_DAYS),
   /**
    * Also answer `duplicate` to a delivery whose body equals a kept event's body under another id, for
    * as long as that row is kept (retentionDays). Default: on where the signature does not cover the

@@ -1,5 +1,5 @@
 import type postgres from 'postgres'
-import type { Config } from '../config/config.js'
+import { type Config, DEFAULT_RETENTION_DAYS } from '../config/config.js'
 import { providerRetryHorizonSeconds } from '../inbound/verifiers/index.js'
 import type { Logger } from '../logger.js'
 import type { OperationStatus } from './outbound-schema.js'
@@ -29,11 +29,15 @@ export function startRetention(deps: { sql: postgres.Sql; config: Config; logger
     const events = await sweepEvents()
     const operations = await sweepOperations()
     const evidence = await sweepEvidence()
+    const redeliveries = await sweepRedeliveries()
     if (events > 0) deps.logger.info({ deleted: events }, 'retention deleted expired DONE events')
     if (operations + evidence > 0) {
       deps.logger.info({ operations, evidence }, 'retention deleted expired operations and evidence')
     }
-    return events + operations + evidence
+    if (redeliveries > 0) {
+      deps.logger.info({ deleted: redeliveries }, 'retention deleted expired redelivery requests')
+    }
+    return events + operations + evidence + redeliveries
   }
 
   const sweepEvents = async () => {
@@ -104,6 +108,33 @@ export function startRetention(deps: { sql: postgres.Sql; config: Config; logger
           order by v.id
           limit ${batchSize}
           for update skip locked)`
+      total += deleted.count
+      if (deleted.count < batchSize || stopped) break
+    }
+    return total
+  }
+
+  /**
+   * The GitHub redeliveries a backfill asked for (backfill_redeliveries), kept as long as the source's
+   * DONE events and never less than its lookback: a sweep consults them only for deliveries in its
+   * window, and past the events' retention the ledger no longer knows those deliveries anyway. A
+   * source removed from the config keeps them for the default retention, not forever.
+   */
+  const sweepRedeliveries = async () => {
+    const sources = [...deps.config.sources].map(([id, source]) => ({
+      id,
+      keptHours: Math.max(source.config.retentionDays * 24, source.config.backfill?.lookbackHours ?? 0),
+    }))
+    let total = 0
+    for (;;) {
+      const deleted = await deps.sql`
+        delete from backfill_redeliveries where (source, guid) in (
+          select r.source, r.guid from backfill_redeliveries r
+          left join unnest(${sources.map((s) => s.id)}::text[], ${sources.map((s) => s.keptHours)}::int[])
+            as kept(source, hours) on kept.source = r.source
+          where r.requested_at < now() - coalesce(kept.hours, ${DEFAULT_RETENTION_DAYS * 24}) * interval '1 hour'
+          limit ${batchSize}
+          for update of r skip locked)`
       total += deleted.count
       if (deleted.count < batchSize || stopped) break
     }

@@ -1,10 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { buildConfig } from '../../src/config/config.js'
 import { claimEvents } from '../../src/db/claims.js'
 import { retentionWarnings, startRetention } from '../../src/db/retention.js'
 import { createLogger } from '../../src/logger.js'
 import { createOutboundLedger } from '../../src/outbound/ledger.js'
 import { defineTool } from '../../src/outbound/tools.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { TEST_SECRET } from '../support/signing.js'
 import { testConfig } from '../support/stack.js'
 
 let database: TestDatabase
@@ -148,6 +150,54 @@ describe('retention of the outbound ledger', () => {
       }),
     ).rejects.toThrow('operation_audit is append-only')
     expect(await count('operation_audit', 'audited')).toBe(3)
+  })
+})
+
+describe('retention of backfill redelivery requests', () => {
+  async function requested(source: string, guid: string, ageHours: number) {
+    await database.sql`
+      insert into backfill_redeliveries (source, guid, delivery_id, event, requested_at)
+      values (${source}, ${guid}, '1', 'push', now() - ${ageHours} * interval '1 hour')`
+  }
+
+  it("keeps them as long as the source's DONE events, never less than its lookback, and the default for a removed source", async () => {
+    // acme keeps its events 30 days; hub 1 day, but its backfill looks back 72 hours.
+    await requested('acme', 'acme-31d', 31 * 24)
+    await requested('acme', 'acme-29d', 29 * 24)
+    await requested('hub', 'hub-73h', 73)
+    await requested('hub', 'hub-71h', 71)
+    await requested('retired', 'retired-31d', 31 * 24)
+    await requested('retired', 'retired-29d', 29 * 24)
+    const config = buildConfig(
+      {
+        sources: [
+          {
+            id: 'acme',
+            verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
+            handler: { type: 'forward', url: 'http://127.0.0.1:9/unused' },
+            retentionDays: 30,
+          },
+          {
+            id: 'hub',
+            verify: { scheme: 'github', secrets: ['s3cret'] },
+            handler: { type: 'forward', url: 'http://127.0.0.1:9/unused' },
+            retentionDays: 1,
+            backfill: { enabled: false, credential: 'env:GITHUB_TOKEN', repository: 'acme/shop', hookId: 7 },
+          },
+        ],
+        retention: { batchSize: 2 },
+      },
+      () => 'token',
+    )
+    const retention = startRetention({ sql: database.sql, config, logger: createLogger('silent') })
+    try {
+      expect(await retention.sweep()).toBe(3)
+      const left = await database.sql`select guid from backfill_redeliveries order by guid`
+      expect(left.map((row) => row.guid)).toEqual(['acme-29d', 'hub-71h', 'retired-29d'])
+      expect(await retention.sweep()).toBe(0)
+    } finally {
+      await retention.stop()
+    }
   })
 })
 
