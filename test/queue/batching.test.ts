@@ -303,6 +303,9 @@ describe('batched processing', () => {
       let taken: string | undefined
       try {
         await expect.poll(() => processing('evt_batch_taken_'), { timeout: 10_000 }).toBe(3)
+        // The row in flight must have reached the destination before one of the two waiting behind it
+        // is taken over: on a busy host it can arrive after the three leases committed.
+        await expect.poll(() => destination.eventIds().length, { timeout: 10_000 }).toBe(1)
         // What another worker's takeover leaves: the row still PROCESSING under a lease token not ours.
         const [row] = await database.sql<{ event_id: string }[]>`
           update inbound_events set lease_token = gen_random_uuid()
