@@ -10,6 +10,7 @@ import { Redis } from 'ioredis'
 import postgres from 'postgres'
 import { type Child, startChild } from '../test/support/child.js'
 import { testRedisUrl } from '../test/support/env.js'
+import { baselineJob, createBaselineTable } from './baseline-forwarder.js'
 import type { Destination } from './destination.js'
 import { BENCH_SECRET, benchBody, signedRequest } from './signing.js'
 import { type StatementCounter, startStatementCounter } from './statement-counter.js'
@@ -20,8 +21,8 @@ function databaseServer(databaseUrl: string): { host: string; port: number } {
   return { host: url.hostname, port: Number(url.port || 5432) }
 }
 
-/** BENCH_CPU_PROF=<folder>: CPU profiles of both workers, to read before optimising anything. */
-function profileFlags(name: string): string[] {
+/** BENCH_CPU_PROF=<folder>: CPU profiles of every process measured, to read before optimising anything. */
+export function profileFlags(name: string): string[] {
   const folder = process.env.BENCH_CPU_PROF
   return folder === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${folder}/${name}`]
 }
@@ -236,10 +237,7 @@ async function baselineDrain(
     ? await startStatementCounter(databaseServer(options.databaseUrl))
     : undefined
   try {
-    await ledger`
-      create table if not exists baseline_events (
-        id uuid primary key default gen_random_uuid(), event_id text not null, body bytea not null,
-        status text not null default 'pending', processed_at timestamptz)`
+    await createBaselineTable(ledger)
     await ledger`truncate baseline_events`
     const rows = await ledger<{ id: string }[]>`
       insert into baseline_events (event_id, body)
@@ -247,14 +245,10 @@ async function baselineDrain(
       returning id`
     await vacuumAsAutovacuumWould(ledger)
     for (let i = 0; i < rows.length; i += 1000) {
-      await queue.addBulk(
-        rows
-          .slice(i, i + 1000)
-          .map((row) => ({ name: 'forward', data: { id: row.id }, opts: { jobId: `b-${row.id}` } })),
-      )
+      await queue.addBulk(rows.slice(i, i + 1000).map((row) => baselineJob(row.id)))
     }
     return await measureWorker(options, destination, events, counter, {
-      label: 'hand-written at-least-once BullMQ worker (bench/baseline-worker.ts)',
+      label: 'hand-written at-least-once BullMQ worker (bench/baseline-forwarder.ts)',
       jobs: await waitingJobs(prefix, 'baseline'),
       start: (databaseUrl) =>
         startChild([...profileFlags('baseline'), '--import', 'tsx', 'bench/baseline-worker.ts'], {

@@ -12,14 +12,15 @@ import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { cpus, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
+import { Queue } from 'bullmq'
 import postgres from 'postgres'
-import { runningEmbeddedUrl } from '../src/db/embedded.js'
 import { migrateLedger } from '../src/db/migrate.js'
 import { createLogger } from '../src/logger.js'
-import { startChild } from '../test/support/child.js'
+import { type Child, startChild } from '../test/support/child.js'
 import { adminDatabaseUrl, testRedisUrl } from '../test/support/env.js'
+import { createBaselineTable } from './baseline-forwarder.js'
 import { type Destination, startDestination } from './destination.js'
-import { type DrainPair, type DrainResult, drainRatio, runDrain } from './drain.js'
+import { type DrainPair, type DrainResult, drainRatio, profileFlags, runDrain } from './drain.js'
 import { BENCH_SECRET, signedRequest } from './signing.js'
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10)
@@ -51,9 +52,10 @@ async function load(url: string) {
 
 /** One way of running the full path: its environment. */
 interface Variant {
+  /** Names its CPU profile's folder (BENCH_CPU_PROF). */
+  name: string
   label: string
   env: Record<string, string>
-  ledgerUrl: () => Promise<string | undefined>
 }
 
 interface FullResult {
@@ -63,13 +65,9 @@ interface FullResult {
   repeats: number
 }
 
-/** Loads one variant, then waits for every accepted event to arrive at the destination. */
-async function runFull(variant: Variant, configPath: string, destination: Destination): Promise<FullResult> {
-  const full = await startChild(['bin/hookledger.js', 'serve'], {
-    ...variant.env,
-    HOOKLEDGER_CONFIG: configPath,
-    LOG_LEVEL: 'warn',
-  })
+/** Loads a receiver once it is up, then waits for every accepted event to arrive at the destination. */
+async function runFull(start: () => Promise<Child>, destination: Destination): Promise<FullResult> {
+  const full = await start()
   try {
     destination.reset()
     const result = await load(full.url)
@@ -86,6 +84,40 @@ async function runFull(variant: Variant, configPath: string, destination: Destin
     }
   } finally {
     await full.kill('SIGTERM')
+  }
+}
+
+/**
+ * The receiver a team would write by hand (bench/baseline-receiver.ts) on its own database and queue
+ * prefix: what the full path's price for its guarantees is measured against.
+ */
+async function runHandWritten(
+  options: { run: string; databaseUrl: string; admin: postgres.Sql; databaseName: string },
+  destination: Destination,
+): Promise<FullResult> {
+  await options.admin.unsafe(`create database "${options.databaseName}"`)
+  const ledger = postgres(options.databaseUrl, { max: 1, onnotice: () => {} })
+  const prefix = `hl-bench-${options.run}-receiver`
+  try {
+    await createBaselineTable(ledger)
+    return await runFull(
+      () =>
+        startChild([...profileFlags('receiver'), '--import', 'tsx', 'bench/baseline-receiver.ts'], {
+          DATABASE_URL: options.databaseUrl,
+          REDIS_URL: testRedisUrl(),
+          BASELINE_PREFIX: prefix,
+          BASELINE_QUEUE: 'baseline',
+          BASELINE_SECRET: BENCH_SECRET,
+          BASELINE_DESTINATION: destination.url,
+          BASELINE_CONCURRENCY: '32',
+        }),
+      destination,
+    )
+  } finally {
+    const queue = new Queue('baseline', { connection: { url: testRedisUrl() }, prefix })
+    await queue.obliterate({ force: true }).catch(() => {})
+    await queue.close()
+    await ledger.end()
   }
 }
 
@@ -109,18 +141,28 @@ async function prepareLedger(url: string, events: number): Promise<void> {
   }
 }
 
-function intakeTable(bare: Awaited<ReturnType<typeof load>>, rows: { label: string; result: FullResult }[]) {
-  const first = rows[0]?.result
+function intakeTable(
+  bare: Awaited<ReturnType<typeof load>>,
+  handWritten: FullResult,
+  rows: { label: string; result: FullResult }[],
+) {
+  const row = (label: string, r: FullResult) => {
+    const lag = r.lagSeconds === undefined ? 'not within 120 s' : `${r.lagSeconds.toFixed(1)} s`
+    return `| ${label} | ${r.load.requestsPerSecond.toFixed(0)} | ${r.load.p50} | ${r.load.p99} | ${r.load.non2xx} | ${r.load.errors} | ${lag}${r.repeats > 0 ? `, ${r.repeats} repeats` : ''} |`
+  }
+  const full = rows[0]?.result.load.requestsPerSecond ?? 0
   return [
     '| path | requests/s | p50 ms | p99 ms | non-2xx | errors | forwards done after the load |',
     '|---|---:|---:|---:|---:|---:|---:|',
     `| bare Hono route (reads the body) | ${bare.requestsPerSecond.toFixed(0)} | ${bare.p50} | ${bare.p99} | ${bare.non2xx} | ${bare.errors} | – |`,
-    ...rows.map(({ label, result: r }) => {
-      const lag = r.lagSeconds === undefined ? 'not within 120 s' : `${r.lagSeconds.toFixed(1)} s`
-      return `| ${label} | ${r.load.requestsPerSecond.toFixed(0)} | ${r.load.p50} | ${r.load.p99} | ${r.load.non2xx} | ${r.load.errors} | ${lag}${r.repeats > 0 ? `, ${r.repeats} repeats` : ''} |`
-    }),
+    row(
+      'hand-written receiver (verify, insert, enqueue; BullMQ worker forwarding in the same process; bench/baseline-receiver.ts)',
+      handWritten,
+    ),
+    ...rows.map(({ label, result }) => row(label, result)),
     '',
-    `intake ratio full/bare (requests/s): ${((first?.load.requestsPerSecond ?? 0) / bare.requestsPerSecond).toFixed(2)}`,
+    `intake ratio full/bare (requests/s): ${(full / bare.requestsPerSecond).toFixed(2)}`,
+    `intake ratio full/hand-written (requests/s): ${(full / handWritten.load.requestsPerSecond).toFixed(2)}`,
   ]
 }
 
@@ -175,35 +217,48 @@ async function main() {
       )
       const variants: Variant[] = [
         {
+          name: 'redis',
           label: 'full path (verify, claim, commit, enqueue; worker forwarding in the same process)',
           env: { DATABASE_URL: databaseUrl('redis'), REDIS_URL: testRedisUrl() },
-          ledgerUrl: async () => databaseUrl('redis'),
         },
         {
+          name: 'in-process',
           label: 'the same on the in-process queue (REDIS_URL unset)',
           env: { DATABASE_URL: databaseUrl('inproc'), REDIS_URL: '' },
-          ledgerUrl: async () => databaseUrl('inproc'),
         },
         {
+          name: 'embedded',
           label: 'embedded mode: its own PostgreSQL and the in-process queue (both unset, as `npm start`)',
           env: { DATABASE_URL: '', REDIS_URL: '', HOOKLEDGER_DATA_DIR: join(dataDir, 'data') },
-          ledgerUrl: () => runningEmbeddedUrl(join(dataDir, 'data')),
         },
       ]
       for (const suffix of ['redis', 'inproc']) await prepareLedger(databaseUrl(suffix), PREFILL)
       const bare = await startChild(['--import', 'tsx', 'bench/bare-server.ts'], {})
       const bareResult = await load(bare.url)
       await bare.kill('SIGTERM')
+      const handWritten = await runHandWritten(
+        { run, databaseUrl: databaseUrl('hand'), admin, databaseName: databaseName('hand') },
+        destination,
+      )
+      failed ||= handWritten.load.non2xx > 0 || handWritten.lagSeconds === undefined
       const rows: { label: string; result: FullResult }[] = []
       for (const variant of variants) {
-        const result = await runFull(variant, configPath, destination)
+        const result = await runFull(
+          () =>
+            startChild([...profileFlags(`full-${variant.name}`), 'bin/hookledger.js', 'serve'], {
+              ...variant.env,
+              HOOKLEDGER_CONFIG: configPath,
+              LOG_LEVEL: 'warn',
+            }),
+          destination,
+        )
         rows.push({ label: variant.label, result })
         failed ||= result.load.non2xx > 0 || result.load.errors > 0 || result.lagSeconds === undefined
       }
       lines.push(
         `### Intake: ${CONNECTIONS} connections, ${DURATION_S} s per run, ~1 KB signed bodies, unique ids`,
         '',
-        ...intakeTable(bareResult, rows),
+        ...intakeTable(bareResult, handWritten, rows),
         '',
       )
     }
@@ -232,7 +287,7 @@ async function main() {
     process.stdout.write(`${lines.join('\n')}\n`)
     if (failed) process.exitCode = 1
   } finally {
-    for (const suffix of ['redis', 'inproc', 'drain']) {
+    for (const suffix of ['redis', 'inproc', 'hand', 'drain']) {
       await admin.unsafe(`drop database if exists "${databaseName(suffix)}" with (force)`)
     }
     await admin.end()
