@@ -112,6 +112,8 @@ async function runHandWritten(
   const prefix = `hl-bench-${options.run}-receiver`
   try {
     await createBaselineTable(ledger)
+    // Its dedup: `insert … on conflict (event_id) do nothing` needs the event id unique.
+    await ledger`create unique index baseline_events_event_id on baseline_events (event_id)`
     return await runFull(
       () =>
         startChild([...profileFlags('receiver'), '--import', 'tsx', 'bench/baseline-receiver.ts'], {
