@@ -16,14 +16,18 @@ const queueName = requiredEnv('BASELINE_QUEUE')
 const sql = postgres(requiredEnv('DATABASE_URL'), { max: 10, onnotice: () => {} })
 const webhook = new Webhook(requiredEnv('BASELINE_SECRET'))
 const queue = new Queue(queueName, { connection: { url: redisUrl }, prefix })
-const forwarder = startBaselineForwarder({
-  sql,
-  redisUrl,
-  prefix,
-  queue: queueName,
-  destination: new URL(requiredEnv('BASELINE_DESTINATION')),
-  concurrency: Number(process.env.BASELINE_CONCURRENCY ?? 32),
-})
+// BASELINE_FORWARDING=off: the receive path alone, as the bench compares it with `serve --role api`.
+const forwarder =
+  process.env.BASELINE_FORWARDING === 'off'
+    ? { close: async () => {} }
+    : startBaselineForwarder({
+        sql,
+        redisUrl,
+        prefix,
+        queue: queueName,
+        destination: new URL(requiredEnv('BASELINE_DESTINATION')),
+        concurrency: Number(process.env.BASELINE_CONCURRENCY ?? 32),
+      })
 
 const app = new Hono()
   .get('/healthz', (c) => c.json({ status: 'ok' }))

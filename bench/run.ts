@@ -51,16 +51,20 @@ async function load(url: string) {
   }
 }
 
-/** One way of running the full path: its environment. */
+/** One way of running hookledger: its environment. */
 interface Variant {
   /** Names its CPU profile's folder (BENCH_CPU_PROF). */
   name: string
   label: string
   env: Record<string, string>
+  /** `api`: the receive path alone, no worker in the process. */
+  role?: 'api'
 }
 
 interface FullResult {
   load: Awaited<ReturnType<typeof load>>
+  /** False for a receiver without a worker: nothing is forwarded, so nothing below is measured. */
+  forwarding: boolean
   /** From the end of the load to the last forward arriving at the destination. */
   lagSeconds: number | undefined
   /**
@@ -71,17 +75,28 @@ interface FullResult {
   repeats: number
 }
 
-/** Loads a receiver once it is up, then waits for every accepted event to arrive at the destination. */
-async function runFull(start: () => Promise<Child>, destination: Destination): Promise<FullResult> {
+/**
+ * Loads a receiver once it is up, then, when it forwards, waits for every accepted event to arrive
+ * at the destination.
+ */
+async function runFull(
+  start: () => Promise<Child>,
+  destination: Destination,
+  forwarding: boolean,
+): Promise<FullResult> {
   const full = await start()
   try {
     destination.reset()
     const result = await load(full.url)
     const loadEnded = Date.now()
+    if (!forwarding) {
+      return { load: result, forwarding, lagSeconds: undefined, deliveredPerSecond: undefined, repeats: 0 }
+    }
     try {
       const { lastAt } = await destination.waitFor(result.accepted, 120_000)
       return {
         load: result,
+        forwarding,
         lagSeconds: Math.max(0, lastAt - loadEnded) / 1000,
         deliveredPerSecond: (result.accepted * 1000) / Math.max(lastAt - result.startedAt, 1),
         repeats: destination.repeats(),
@@ -89,6 +104,7 @@ async function runFull(start: () => Promise<Child>, destination: Destination): P
     } catch {
       return {
         load: result,
+        forwarding,
         lagSeconds: undefined,
         deliveredPerSecond: undefined,
         repeats: destination.repeats(),
@@ -101,31 +117,43 @@ async function runFull(start: () => Promise<Child>, destination: Destination): P
 
 /**
  * The receiver a team would write by hand (bench/baseline-receiver.ts) on its own database and queue
- * prefix: what the full path's price for its guarantees is measured against.
+ * prefix: what the full path's price for its guarantees is measured against. Without `forwarding`,
+ * its worker does not start: the receive path alone.
  */
 async function runHandWritten(
   options: { run: string; databaseUrl: string; admin: postgres.Sql; databaseName: string },
   destination: Destination,
+  forwarding: boolean,
 ): Promise<FullResult> {
   await options.admin.unsafe(`create database "${options.databaseName}"`)
   const ledger = postgres(options.databaseUrl, { max: 1, onnotice: () => {} })
-  const prefix = `hl-bench-${options.run}-receiver`
+  const prefix = `hl-bench-${options.run}-receiver${forwarding ? '' : '-alone'}`
   try {
     await createBaselineTable(ledger)
     // Its dedup: `insert … on conflict (event_id) do nothing` needs the event id unique.
     await ledger`create unique index baseline_events_event_id on baseline_events (event_id)`
     return await runFull(
       () =>
-        startChild([...profileFlags('receiver'), '--import', 'tsx', 'bench/baseline-receiver.ts'], {
-          DATABASE_URL: options.databaseUrl,
-          REDIS_URL: testRedisUrl(),
-          BASELINE_PREFIX: prefix,
-          BASELINE_QUEUE: 'baseline',
-          BASELINE_SECRET: BENCH_SECRET,
-          BASELINE_DESTINATION: destination.url,
-          BASELINE_CONCURRENCY: '32',
-        }),
+        startChild(
+          [
+            ...profileFlags(`receiver${forwarding ? '' : '-alone'}`),
+            '--import',
+            'tsx',
+            'bench/baseline-receiver.ts',
+          ],
+          {
+            DATABASE_URL: options.databaseUrl,
+            BASELINE_FORWARDING: forwarding ? 'on' : 'off',
+            REDIS_URL: testRedisUrl(),
+            BASELINE_PREFIX: prefix,
+            BASELINE_QUEUE: 'baseline',
+            BASELINE_SECRET: BENCH_SECRET,
+            BASELINE_DESTINATION: destination.url,
+            BASELINE_CONCURRENCY: '32',
+          },
+        ),
       destination,
+      forwarding,
     )
   } finally {
     const queue = new Queue('baseline', { connection: { url: testRedisUrl() }, prefix })
@@ -157,15 +185,20 @@ async function prepareLedger(url: string, events: number): Promise<void> {
 
 function intakeTable(
   bare: Awaited<ReturnType<typeof load>>,
-  handWritten: FullResult,
-  rows: { label: string; result: FullResult }[],
+  handWritten: { forwarding: FullResult; alone: FullResult },
+  rows: { name: string; label: string; result: FullResult }[],
 ) {
   const row = (label: string, r: FullResult) => {
-    const lag = r.lagSeconds === undefined ? 'not within 120 s' : `${r.lagSeconds.toFixed(1)} s`
+    const lag = !r.forwarding
+      ? '–'
+      : r.lagSeconds === undefined
+        ? 'not within 120 s'
+        : `${r.lagSeconds.toFixed(1)} s${r.repeats > 0 ? `, ${r.repeats} repeats` : ''}`
     const delivered = r.deliveredPerSecond === undefined ? '–' : r.deliveredPerSecond.toFixed(0)
-    return `| ${label} | ${r.load.requestsPerSecond.toFixed(0)} | ${r.load.p50} | ${r.load.p99} | ${r.load.non2xx} | ${r.load.errors} | ${lag}${r.repeats > 0 ? `, ${r.repeats} repeats` : ''} | ${delivered} |`
+    return `| ${label} | ${r.load.requestsPerSecond.toFixed(0)} | ${r.load.p50} | ${r.load.p99} | ${r.load.non2xx} | ${r.load.errors} | ${lag} | ${delivered} |`
   }
-  const full = rows[0]?.result
+  const full = rows.find((r) => r.name === 'redis')?.result
+  const alone = rows.find((r) => r.name === 'api')?.result
   const ratio = (a: number | undefined, b: number | undefined) =>
     a === undefined || b === undefined ? '–' : (a / b).toFixed(2)
   return [
@@ -174,13 +207,15 @@ function intakeTable(
     `| bare Hono route (reads the body) | ${bare.requestsPerSecond.toFixed(0)} | ${bare.p50} | ${bare.p99} | ${bare.non2xx} | ${bare.errors} | – | – |`,
     row(
       'hand-written receiver (verify, insert, enqueue; BullMQ worker forwarding in the same process; bench/baseline-receiver.ts)',
-      handWritten,
+      handWritten.forwarding,
     ),
+    row('the same, receiving only (no worker)', handWritten.alone),
     ...rows.map(({ label, result }) => row(label, result)),
     '',
     `intake ratio full/bare (requests/s): ${ratio(full?.load.requestsPerSecond, bare.requestsPerSecond)}`,
-    `intake ratio full/hand-written (requests/s): ${ratio(full?.load.requestsPerSecond, handWritten.load.requestsPerSecond)}; ` +
-      `delivered/s: ${ratio(full?.deliveredPerSecond, handWritten.deliveredPerSecond)}`,
+    `intake ratio full/hand-written (requests/s): ${ratio(full?.load.requestsPerSecond, handWritten.forwarding.load.requestsPerSecond)}; ` +
+      `delivered/s: ${ratio(full?.deliveredPerSecond, handWritten.forwarding.deliveredPerSecond)}; ` +
+      `receiving only: ${ratio(alone?.load.requestsPerSecond, handWritten.alone.load.requestsPerSecond)}`,
   ]
 }
 
@@ -240,6 +275,12 @@ async function main() {
           env: { DATABASE_URL: databaseUrl('redis'), REDIS_URL: testRedisUrl() },
         },
         {
+          name: 'api',
+          label: 'the same, receiving only (`serve --role api`, no worker)',
+          env: { DATABASE_URL: databaseUrl('api'), REDIS_URL: testRedisUrl() },
+          role: 'api',
+        },
+        {
           name: 'in-process',
           label: 'the same on the in-process queue (REDIS_URL unset)',
           env: { DATABASE_URL: databaseUrl('inproc'), REDIS_URL: '' },
@@ -250,28 +291,44 @@ async function main() {
           env: { DATABASE_URL: '', REDIS_URL: '', HOOKLEDGER_DATA_DIR: join(dataDir, 'data') },
         },
       ]
-      for (const suffix of ['redis', 'inproc']) await prepareLedger(databaseUrl(suffix), PREFILL)
+      for (const suffix of ['redis', 'api', 'inproc']) await prepareLedger(databaseUrl(suffix), PREFILL)
       const bare = await startChild(['--import', 'tsx', 'bench/bare-server.ts'], {})
       const bareResult = await load(bare.url)
       await bare.kill('SIGTERM')
-      const handWritten = await runHandWritten(
-        { run, databaseUrl: databaseUrl('hand'), admin, databaseName: databaseName('hand') },
-        destination,
-      )
-      failed ||= handWritten.load.non2xx > 0 || handWritten.lagSeconds === undefined
-      const rows: { label: string; result: FullResult }[] = []
+      const handWritten = {
+        forwarding: await runHandWritten(
+          { run, databaseUrl: databaseUrl('hand'), admin, databaseName: databaseName('hand') },
+          destination,
+          true,
+        ),
+        alone: await runHandWritten(
+          { run, databaseUrl: databaseUrl('handalone'), admin, databaseName: databaseName('handalone') },
+          destination,
+          false,
+        ),
+      }
+      const rows: { name: string; label: string; result: FullResult }[] = []
       for (const variant of variants) {
+        const forwarding = variant.role !== 'api'
         const result = await runFull(
           () =>
-            startChild([...profileFlags(`full-${variant.name}`), 'bin/hookledger.js', 'serve'], {
-              ...variant.env,
-              HOOKLEDGER_CONFIG: configPath,
-              LOG_LEVEL: 'warn',
-            }),
+            startChild(
+              [
+                ...profileFlags(`full-${variant.name}`),
+                'bin/hookledger.js',
+                'serve',
+                ...(forwarding ? [] : ['--role', 'api']),
+              ],
+              { ...variant.env, HOOKLEDGER_CONFIG: configPath, LOG_LEVEL: 'warn' },
+            ),
           destination,
+          forwarding,
         )
-        rows.push({ label: variant.label, result })
-        failed ||= result.load.non2xx > 0 || result.load.errors > 0 || result.lagSeconds === undefined
+        rows.push({ name: variant.name, label: variant.label, result })
+      }
+      for (const result of [handWritten.forwarding, handWritten.alone, ...rows.map((r) => r.result)]) {
+        const { non2xx, errors } = result.load
+        failed ||= non2xx > 0 || errors > 0 || (result.forwarding && result.lagSeconds === undefined)
       }
       lines.push(
         `### Intake: ${CONNECTIONS} connections, ${DURATION_S} s per run, ~1 KB signed bodies, unique ids`,
@@ -305,7 +362,7 @@ async function main() {
     process.stdout.write(`${lines.join('\n')}\n`)
     if (failed) process.exitCode = 1
   } finally {
-    for (const suffix of ['redis', 'inproc', 'hand', 'drain']) {
+    for (const suffix of ['redis', 'api', 'inproc', 'hand', 'handalone', 'drain']) {
       await admin.unsafe(`drop database if exists "${databaseName(suffix)}" with (force)`)
     }
     await admin.end()
