@@ -1,8 +1,9 @@
 // The intake's hand-written baseline: the receiver a team would write with this stack. Verify the
 // Standard Webhooks signature with the `standardwebhooks` library, insert the event under a unique
 // id, add its BullMQ job, answer 200; the hand-written worker (baseline-forwarder.ts) forwards in the
-// same process, as hookledger's does in the full path. No replay window of its own beyond the
-// library's, no group commit, no relay for a job lost between the commit and the add.
+// same process, as hookledger's does in the full path. The library's timestamp window is its only
+// replay check (nothing notices a signed body resent under another id); no group commit, no relay
+// for a job lost between the commit and the add.
 import { serve } from '@hono/node-server'
 import { Queue } from 'bullmq'
 import { Hono } from 'hono'
