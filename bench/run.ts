@@ -244,7 +244,7 @@ async function main() {
   }
   const admin = postgres(adminDatabaseUrl(), { max: 1, onnotice: () => {} })
   const destination = await startDestination()
-  const dataDir = mkdtempSync(join(tmpdir(), 'hl-bench-embedded-'))
+  const dataDir = mkdtempSync(join(tmpdir(), 'hl-bench-'))
   chmodSync(dataDir, 0o755) // reachable by the `postgres` user when the bench runs as root
   const lines = [
     `hookledger bench — ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown CPU'}), Node ${process.version}` +
@@ -254,7 +254,8 @@ async function main() {
   let failed = false
   try {
     if (SECTIONS.has('intake')) {
-      const configPath = join(tmpdir(), `hl_bench_${run}.json`)
+      // In the run's own folder, removed with it at the end.
+      const configPath = join(dataDir, 'config.json')
       writeFileSync(
         configPath,
         JSON.stringify({
