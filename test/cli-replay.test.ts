@@ -1,6 +1,5 @@
 import { spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { eq } from 'drizzle-orm'
@@ -13,6 +12,7 @@ import { inboundEvents } from '../src/db/schema.js'
 import type { EventHandler } from '../src/handlers/types.js'
 import { generateStandardWebhooksKeyPair } from '../src/testing.js'
 import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from './support/service.js'
+import { temporaryDirectory } from './support/temp.js'
 
 // `hookledger replay` and `sign` against the whole service in this process: every fixture is signed
 // with the secret its source is configured with (from the config file and the environment), sent,
@@ -55,12 +55,10 @@ const configFile = {
 }
 
 let service: TestService
-let configPath: string
+const configPath = join(temporaryDirectory('hookledger-replay-'), 'hookledger.config.json')
 const handled: Array<{ source: string; eventId: string; event: unknown }> = []
 
 beforeAll(async () => {
-  const directory = mkdtempSync(join(tmpdir(), 'hookledger-replay-'))
-  configPath = join(directory, 'hookledger.config.json')
   writeFileSync(configPath, JSON.stringify(configFile))
   const record: EventHandler = async ({ source, eventId, event }) => {
     handled.push({ source, eventId, event })

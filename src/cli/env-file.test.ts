@@ -1,11 +1,12 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { describe, expect, it } from 'vitest'
+import { afterAll, describe, expect, it } from 'vitest'
 import { EnvironmentError } from '../config/env.js'
 import { readCommandLine } from './env-file.js'
 
 const folder = mkdtempSync(join(tmpdir(), 'hookledger-env-file-'))
+afterAll(() => rmSync(folder, { recursive: true, force: true }))
 const envFile = join(folder, 'test.env')
 writeFileSync(envFile, '# a comment\nSHOP_SECRET=from-file\nPORT=4000\nDATABASE_URL=\n')
 

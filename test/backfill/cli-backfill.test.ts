@@ -1,6 +1,5 @@
 import { spawn } from 'node:child_process'
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { eq } from 'drizzle-orm'
@@ -11,13 +10,14 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { type MockStripe, startMockStripe } from '../support/mock-stripe.js'
 import { FAST_RELAY, FAST_WORKER, startTestService } from '../support/service.js'
 import { startSink } from '../support/sink.js'
+import { temporaryDirectory } from '../support/temp.js'
 
 // `hookledger backfill` as an operator runs it: the built CLI in a child process, on the ledger
 // database, against a local Stripe API; a running service's relay then processes what it claimed.
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const API_KEY = 'sk_test_cli_backfill_key'
-const directory = mkdtempSync(join(tmpdir(), 'hookledger-cli-backfill-'))
+const directory = temporaryDirectory('hookledger-cli-backfill-')
 const configPath = join(directory, 'hookledger.config.json')
 
 let database: TestDatabase

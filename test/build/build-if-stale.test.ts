@@ -1,12 +1,14 @@
 import { mkdirSync, mkdtempSync, utimesSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, expect, it } from 'vitest'
 import { staleReason } from '../../scripts/build-if-stale.mjs'
+import { temporaryDirectory } from '../support/temp.js'
+
+const workspace = temporaryDirectory('hookledger-build-')
 
 /** A package folder whose files are all dated `at` (seconds), with or without a build stamp. */
 function packageFolder(at: number, built: boolean) {
-  const root = mkdtempSync(join(tmpdir(), 'hookledger-build-'))
+  const root = mkdtempSync(join(workspace, 'package-'))
   mkdirSync(join(root, 'src', 'cli'), { recursive: true })
   const files = ['tsconfig.json', 'tsconfig.build.json', 'package.json', 'src/index.ts', 'src/cli/main.ts']
   if (built) {

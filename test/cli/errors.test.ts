@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process'
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { beforeAll, describe, expect, it } from 'vitest'
+import { temporaryDirectory } from '../support/temp.js'
 
 // Operator mistakes end the CLI with one line on stderr and a non-zero exit status, never a stack
 // trace; a fault of ours (here: a database that does not answer) still prints its stack.
@@ -13,7 +13,7 @@ const CLI = 'src/cli/main.ts'
 // Nothing listens on port 1: commands that stop at their arguments never notice, the rest fail.
 const UNREACHABLE_DATABASE = 'postgres://hookledger@127.0.0.1:1/none'
 
-const directory = mkdtempSync(join(tmpdir(), 'hookledger-cli-errors-'))
+const directory = temporaryDirectory('hookledger-cli-errors-')
 const configPath = join(directory, 'hookledger.config.json')
 writeFileSync(
   configPath,

@@ -1,19 +1,19 @@
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { parseEnv } from 'node:util'
 import { Webhook } from 'standardwebhooks'
 import { describe, expect, it } from 'vitest'
 import { TEST_SECRET } from '../support/signing.js'
+import { temporaryDirectory } from '../support/temp.js'
 
 // What a new user runs in a clean clone, with nothing exported by hand: the bin (what `npx
 // hookledger` runs) builds dist/ if needed and reads ./example.env as `npm start` does.
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const FIXTURE = 'fixtures/standard-webhooks/invoice.paid.json'
 const EXAMPLE_SECRET = parseEnv(readFileSync(join(ROOT, 'example.env'), 'utf8')).EXAMPLE_WEBHOOK_SECRET
-const directory = mkdtempSync(join(tmpdir(), 'hookledger-first-run-'))
+const directory = temporaryDirectory('hookledger-first-run-')
 
 function hookledger(args: string[], env: Record<string, string> = {}) {
   const result = spawnSync(process.execPath, ['bin/hookledger.js', ...args], {

@@ -1,7 +1,6 @@
 import { spawn, spawnSync } from 'node:child_process'
-import { mkdtempSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { type AddressInfo, createServer } from 'node:net'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { eq } from 'drizzle-orm'
@@ -12,16 +11,16 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { adminDatabaseUrl, testRedisUrl } from '../support/env.js'
 import { signedHeaders, TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
+import { temporaryDirectory } from '../support/temp.js'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const CLI = 'bin/hookledger.js'
 
 let database: TestDatabase
-let directory: string
+const directory = temporaryDirectory('hookledger-cli-')
 
 beforeAll(async () => {
   database = await createTestDatabase()
-  directory = mkdtempSync(join(tmpdir(), 'hookledger-cli-'))
 })
 afterAll(async () => {
   await database.drop()

@@ -1,5 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import type { FailpointName } from '../../src/failpoints.js'
@@ -10,6 +9,7 @@ import { testRedisUrl } from '../support/env.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 import { uniquePrefix } from '../support/stack.js'
+import { temporaryDirectory } from '../support/temp.js'
 
 // The worker shares statements among the events of one turn. A SIGKILL in the middle of such a batch
 // (the first event to reach its DONE mark kills the process while its neighbours are at every other
@@ -17,13 +17,12 @@ import { uniquePrefix } from '../support/stack.js'
 // no completed forward sent again.
 
 let database: TestDatabase
-let directory: string
+const directory = temporaryDirectory('hookledger-batch-crash-')
 const children: Child[] = []
 
 beforeAll(async () => {
   database = await createTestDatabase()
   await database.sql`create table handler_effects (event_id text not null)`
-  directory = mkdtempSync(join(tmpdir(), 'hookledger-batch-crash-'))
 })
 afterEach(async () => {
   for (const child of children.splice(0)) await child.kill()

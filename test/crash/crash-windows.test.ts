@@ -1,5 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Queue } from 'bullmq'
 import { Redis } from 'ioredis'
@@ -11,18 +10,18 @@ import { crashWitness, deliverOrder } from '../support/crash-ledger.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { testRedisUrl } from '../support/env.js'
 import { TEST_SECRET } from '../support/signing.js'
+import { temporaryDirectory } from '../support/temp.js'
 
 // Each window: the real service in a child process kills itself (SIGKILL) at a named point; the
 // ledger is then checked, the service started again, and the provider's retry sent.
 
 let database: TestDatabase
-let directory: string
+const directory = temporaryDirectory('hookledger-crash-')
 let child: Child | undefined
 
 beforeAll(async () => {
   database = await createTestDatabase()
   await database.sql`create table handler_effects (event_id text not null)`
-  directory = mkdtempSync(join(tmpdir(), 'hookledger-crash-'))
   writeFileSync(
     join(directory, 'config.json'),
     JSON.stringify({

@@ -1,5 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { inArray } from 'drizzle-orm'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
@@ -9,18 +8,18 @@ import { type Child, startChild } from '../support/child.js'
 import { crashWitness, deliverOrder } from '../support/crash-ledger.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { TEST_SECRET } from '../support/signing.js'
+import { temporaryDirectory } from '../support/temp.js'
 
 // The crash windows again with REDIS_URL unset: the jobs die with the process, and the restarted one
 // must find the work in the ledger alone, well before orphan recovery (set to a minute here) would.
 
 let database: TestDatabase
-let directory: string
+const directory = temporaryDirectory('hookledger-inproc-crash-')
 let child: Child | undefined
 
 beforeAll(async () => {
   database = await createTestDatabase()
   await database.sql`create table handler_effects (event_id text not null)`
-  directory = mkdtempSync(join(tmpdir(), 'hookledger-inproc-crash-'))
   writeFileSync(
     join(directory, 'config.json'),
     JSON.stringify({

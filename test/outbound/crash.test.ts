@@ -1,5 +1,4 @@
 import { writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { eq } from 'drizzle-orm'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -11,14 +10,14 @@ import { testRedisUrl } from '../support/env.js'
 import { type MockService, startMockService } from '../support/mock-service.js'
 import { FAST_RELAY } from '../support/service.js'
 import { signedHeaders, TEST_SECRET } from '../support/signing.js'
+import { temporaryDirectory } from '../support/temp.js'
 
 const ENTRY = ['test/support/outbound-crash-server.mjs']
 let database: TestDatabase
-let configPath: string
+const configPath = join(temporaryDirectory('hookledger-outbound-crash-'), 'config.json')
 
 beforeAll(async () => {
   database = await createTestDatabase()
-  configPath = join(tmpdir(), `hookledger-outbound-crash-${database.name}.json`)
   writeFileSync(
     configPath,
     JSON.stringify({
