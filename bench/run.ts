@@ -89,9 +89,15 @@ async function runFull(
     destination.reset()
     const result = await load(full.url)
     const loadEnded = Date.now()
-    if (!forwarding) {
-      return { load: result, forwarding, lagSeconds: undefined, deliveredPerSecond: undefined, repeats: 0 }
-    }
+    // Nothing forwarded (no worker), or not every forward arrived in time.
+    const unmeasured = (repeats: number): FullResult => ({
+      load: result,
+      forwarding,
+      lagSeconds: undefined,
+      deliveredPerSecond: undefined,
+      repeats,
+    })
+    if (!forwarding) return unmeasured(0)
     try {
       const { lastAt } = await destination.waitFor(result.accepted, 120_000)
       return {
@@ -102,13 +108,7 @@ async function runFull(
         repeats: destination.repeats(),
       }
     } catch {
-      return {
-        load: result,
-        forwarding,
-        lagSeconds: undefined,
-        deliveredPerSecond: undefined,
-        repeats: destination.repeats(),
-      }
+      return unmeasured(destination.repeats())
     }
   } finally {
     await full.kill('SIGTERM')
