@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto'
-import { Agent as HttpAgent } from 'node:http'
-import { Agent as HttpsAgent } from 'node:https'
-import { classifyStatus, retryAfterMs, sendHttp } from '../outbound/http-send.js'
+import type { Dispatcher } from 'undici'
+import { classifyStatus, connectionPool, retryAfterMs, sendHttp } from '../outbound/http-send.js'
 import type { InvokeOutcome } from '../outbound/outcomes.js'
 import { defineTool, type Tool } from '../outbound/tools.js'
 import {
@@ -83,7 +82,7 @@ export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<For
       delete outgoing['user-agent']
       const destination = destinationOf(config)
       const sent = await sendHttp(destination.url, {
-        agent: destination.agent,
+        connections: destination.connections,
         method: 'POST',
         headers: outgoing,
         body: delivery.raw,
@@ -119,7 +118,7 @@ export function forwardToolTimeoutMs(config: ForwardConfig): number {
 interface Destination {
   url: URL
   /** Keep-alive connections to this destination only, reused by every event forwarded to it. */
-  agent: HttpAgent | HttpsAgent
+  connections: Dispatcher
 }
 
 const destinations = new WeakMap<ForwardConfig, Destination>()
@@ -129,8 +128,7 @@ function destinationOf(config: ForwardConfig): Destination {
   let destination = destinations.get(config)
   if (destination === undefined) {
     const url = new URL(config.url)
-    const Agent = url.protocol === 'https:' ? HttpsAgent : HttpAgent
-    destination = { url, agent: new Agent({ keepAlive: true, scheduling: 'lifo' }) }
+    destination = { url, connections: connectionPool(url.origin) }
     destinations.set(config, destination)
   }
   return destination

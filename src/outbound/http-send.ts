@@ -1,5 +1,5 @@
-import { type Agent, request as httpRequest, type IncomingHttpHeaders } from 'node:http'
-import { request as httpsRequest } from 'node:https'
+import type { IncomingHttpHeaders } from 'node:http'
+import { Agent, type Dispatcher, Pool } from 'undici'
 import { DestinationRefusedError, guardedLookup } from './ssrf.js'
 
 export interface HttpAnswer {
@@ -10,19 +10,34 @@ export interface HttpAnswer {
 
 export type HttpSendResult =
   | { kind: 'answered'; answer: HttpAnswer }
-  /** Nothing left this process: refused before connecting. */
+  /** Nothing left this process: refused before connecting, or a request HTTP cannot carry. */
   | { kind: 'not_sent'; error: string }
   /** A timeout, a reset, a refused connection: the request may or may not have been acted on. */
   | { kind: 'no_answer'; error: string }
 
+/** What is kept of an answer's body: its first 64 KiB. */
 const MAX_BODY = 64 * 1024
 
 /**
- * One HTTP request with node:http, which never follows redirects (a redirect would send the body
- * somewhere nobody configured). `guarded` resolves names through the SSRF-checking lookup. The
- * request stops when any of `signals` aborts or when `timeoutMs` has passed in all, with one timer
- * and plain listeners: `AbortSignal.any` and `AbortSignal.timeout` cost a GC-tracked signal each,
- * which shows on the worker's hot path.
+ * Keep-alive connections to one origin, for a caller that sends there again and again (a forward's
+ * destination). undici's pool, not node:http's agent: timed on this project's 2-core machine
+ * (96 requests in flight, ~0.8 KB POSTs to a local server), a request cost ~200 µs of the sender's
+ * CPU against ~370 µs through node:http, whose request and response are each a stream object.
+ */
+export function connectionPool(origin: string): Dispatcher {
+  return new Pool(origin)
+}
+
+/** Every other destination: one keep-alive agent for the process, and one that checks addresses. */
+const sharedAgent = new Agent()
+const guardedAgent = new Agent({ connect: { lookup: guardedLookup } })
+
+/**
+ * One HTTP request, never following redirects (a redirect would send the body somewhere nobody
+ * configured). `guarded` resolves names through the SSRF-checking lookup. The request stops when any
+ * of `signals` aborts or when `timeoutMs` has passed in all, with one timer and plain listeners:
+ * `AbortSignal.any` and `AbortSignal.timeout` cost a GC-tracked signal each, which shows on the
+ * worker's hot path.
  */
 export function sendHttp(
   url: URL,
@@ -33,25 +48,25 @@ export function sendHttp(
     timeoutMs: number
     signals: readonly AbortSignal[]
     guarded: boolean
-    /** Keep-alive connections of the caller's own; Node's global agent otherwise. */
-    agent?: Agent | undefined
+    /** Keep-alive connections of the caller's own (connectionPool); the process's agent otherwise. */
+    connections?: Dispatcher | undefined
   },
 ): Promise<HttpSendResult> {
   return new Promise((resolve) => {
-    const send = url.protocol === 'https:' ? httpsRequest : httpRequest
-    const headers = { ...options.headers }
-    if (options.body !== undefined) headers['content-length'] = String(options.body.length)
-    const request = send(url, {
-      method: options.method,
-      headers,
-      timeout: options.timeoutMs,
-      ...(options.agent === undefined ? {} : { agent: options.agent }),
-      ...(options.guarded ? { lookup: guardedLookup } : {}),
-    })
-    const stop = (name: string) => () => request.destroy(Object.assign(new Error(name), { name }))
+    const dispatcher = options.guarded ? guardedAgent : (options.connections ?? sharedAgent)
+    let controller: Dispatcher.DispatchController | undefined
+    // A signal or the timer may go off before undici hands over the request's controller.
+    let stopped: Error | undefined
+    const stop = (name: string) => () => {
+      stopped ??= Object.assign(new Error(name), { name })
+      controller?.abort(stopped)
+    }
     const timer = setTimeout(stop('TimeoutError'), options.timeoutMs)
     const aborted = stop('AbortError')
+    let settled = false
     const settle = (result: HttpSendResult) => {
+      if (settled) return
+      settled = true
       clearTimeout(timer)
       for (const signal of options.signals) signal.removeEventListener('abort', aborted)
       resolve(result)
@@ -60,36 +75,77 @@ export function sendHttp(
       if (signal.aborted) queueMicrotask(aborted)
       else signal.addEventListener('abort', aborted, { once: true })
     }
-    request.on('timeout', () => request.destroy(new Error(`no answer within ${options.timeoutMs} ms`)))
-    request.on('error', (error) => {
-      const refused =
-        error instanceof DestinationRefusedError || error.cause instanceof DestinationRefusedError
-      settle(
-        refused ? { kind: 'not_sent', error: error.message } : { kind: 'no_answer', error: describe(error) },
+    let response: { status: number; headers: IncomingHttpHeaders; chunks: Buffer[]; size: number } | undefined
+    const answered = () => {
+      if (response === undefined) return
+      const { status, headers, chunks } = response
+      settle({ kind: 'answered', answer: { status, headers, body: Buffer.concat(chunks) } })
+    }
+    const handler: Dispatcher.DispatchHandler = {
+      onRequestStart(started) {
+        controller = started
+        if (stopped !== undefined) started.abort(stopped)
+      },
+      onResponseStart(_, status, headers) {
+        response = { status, headers, chunks: [], size: 0 }
+      },
+      onResponseData(_, chunk) {
+        if (response === undefined) return
+        const room = MAX_BODY - response.size
+        if (room > 0) response.chunks.push(chunk.length <= room ? chunk : chunk.subarray(0, room))
+        response.size += chunk.length
+      },
+      onResponseEnd: answered,
+      onResponseError(_, error) {
+        // An answer cut off after its status line is still the destination's answer.
+        if (response !== undefined) return answered()
+        settle(
+          notSent(error)
+            ? { kind: 'not_sent', error: error.message }
+            : { kind: 'no_answer', error: describe(error) },
+        )
+      },
+    }
+    try {
+      dispatcher.dispatch(
+        {
+          origin: url.origin,
+          path: `${url.pathname}${url.search}`,
+          method: options.method as Dispatcher.HttpMethod,
+          headers: withUrlCredentials(url, options.headers),
+          body: options.body ?? null,
+          // The timer above bounds the whole request; undici's own limits only back it up.
+          headersTimeout: options.timeoutMs + 1000,
+          bodyTimeout: options.timeoutMs + 1000,
+        },
+        handler,
       )
-    })
-    request.on('response', (response) => {
-      const chunks: Buffer[] = []
-      let size = 0
-      const answered = () =>
-        settle({
-          kind: 'answered',
-          answer: {
-            status: response.statusCode ?? 0,
-            headers: response.headers,
-            body: Buffer.concat(chunks),
-          },
-        })
-      response.on('data', (chunk: Buffer) => {
-        size += chunk.length
-        if (size <= MAX_BODY) chunks.push(chunk)
-      })
-      // An answer cut off after its status line is still the destination's answer.
-      response.on('error', answered)
-      response.on('end', answered)
-    })
-    request.end(options.body)
+    } catch (error) {
+      // A request undici cannot even queue: nothing was sent.
+      settle({ kind: 'not_sent', error: error instanceof Error ? error.message : String(error) })
+    }
   })
+}
+
+/**
+ * A URL's user and password as Basic authorization, as node:http sends them (undici takes only the
+ * origin and path): a destination configured as `https://user:secret@host/hook` keeps working. An
+ * Authorization header given explicitly wins.
+ */
+function withUrlCredentials(url: URL, headers: Record<string, string>): Record<string, string> {
+  if (url.username === '' && url.password === '') return headers
+  if (Object.keys(headers).some((name) => name.toLowerCase() === 'authorization')) return headers
+  const credentials = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`
+  return { ...headers, authorization: `Basic ${Buffer.from(credentials).toString('base64')}` }
+}
+
+/**
+ * Errors that prove nothing left this process: an address the SSRF lookup refused, or a request undici
+ * would not write (a header HTTP forbids, say), refused when the request is made, before any socket.
+ */
+function notSent(error: Error): boolean {
+  if (error instanceof DestinationRefusedError || error.cause instanceof DestinationRefusedError) return true
+  return (error as NodeJS.ErrnoException).code === 'UND_ERR_INVALID_ARG'
 }
 
 function describe(error: Error): string {
