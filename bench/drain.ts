@@ -2,7 +2,6 @@
 // process, and the same backlog drained by the hand-written at-least-once worker in
 // bench/baseline-worker.ts, to the same local destination, in the same run.
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { Queue } from 'bullmq'
@@ -138,6 +137,8 @@ async function timeDrain(
 
 export interface DrainOptions {
   run: string
+  /** The run's own temporary folder (removed with it at the end): the workers' config files go there. */
+  folder: string
   events: number
   /** Events in flight in each worker (hookledger's worker.concurrency, the baseline's BullMQ concurrency). */
   concurrency: number
@@ -157,7 +158,7 @@ async function hookledgerDrain(
   countStatements: boolean,
 ): Promise<DrainResult> {
   const prefix = `hl-bench-${options.run}-${label}-c${options.concurrency}`
-  const configPath = join(tmpdir(), `hl_bench_${options.run}_${label}.json`)
+  const configPath = join(options.folder, `${label}.json`)
   writeFileSync(
     configPath,
     JSON.stringify({

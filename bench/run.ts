@@ -343,6 +343,7 @@ async function main() {
       for (const concurrency of DRAIN_CONCURRENCY) {
         const results = await runDrain({
           run,
+          folder: dataDir,
           events: DRAIN_EVENTS,
           concurrency,
           databaseUrl: databaseUrl('drain'),
