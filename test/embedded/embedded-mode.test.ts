@@ -1,6 +1,6 @@
 import { execFileSync, spawnSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { chmodSync, cpSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { chmodSync, cpSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -23,10 +23,18 @@ const SLOW_FORWARD_MS = 3000
 
 let folder: string
 let sink: Awaited<ReturnType<typeof startSink>>
+// Run as root from a clone the `postgres` user cannot enter (CI's `mktemp -d`), the servers copy the
+// binaries under /var/lib/hookledger (src/db/embedded.ts): ~60 MB per clone, removed after the file
+// unless it was there before.
+const RUNTIME_HOME = '/var/lib/hookledger'
+const runtimeCopies = () =>
+  existsSync(RUNTIME_HOME) ? readdirSync(RUNTIME_HOME).filter((name) => name.startsWith('runtime-')) : []
+let copiesBefore: string[]
 let configPath: string
 const children: Child[] = []
 
 beforeAll(async () => {
+  copiesBefore = runtimeCopies()
   folder = mkdtempSync(join(tmpdir(), 'hookledger-embedded-'))
   chmodSync(folder, 0o755) // mkdtemp makes it 0700, closed to the `postgres` user when run as root
   // A delivery marked slow keeps the forward running long enough to interrupt it.
@@ -52,6 +60,9 @@ afterAll(async () => {
   for (const child of children) await child.kill('SIGTERM')
   await sink.close()
   rmSync(folder, { recursive: true, force: true })
+  for (const copy of runtimeCopies()) {
+    if (!copiesBefore.includes(copy)) rmSync(join(RUNTIME_HOME, copy), { recursive: true, force: true })
+  }
 })
 
 async function serve(dataDir: string, options: { detached?: boolean } = {}): Promise<Child> {
