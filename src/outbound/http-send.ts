@@ -53,13 +53,23 @@ export function sendHttp(
   },
 ): Promise<HttpSendResult> {
   return new Promise((resolve) => {
+    // Stopped already: not dispatched at all. On a kept-alive connection undici writes the request
+    // within dispatch(), before any later abort could stop it.
+    if (options.signals.some((signal) => signal.aborted)) {
+      resolve({ kind: 'no_answer', error: 'timed out' })
+      return
+    }
     const dispatcher = options.guarded ? guardedAgent : (options.connections ?? sharedAgent)
+    // undici hands over the request's controller only when it is about to write the request, on a
+    // connected socket. A stop before that (a connection still being made, or a pool's queue) is
+    // answered at once, not after undici's own 10 s connect timeout, and onRequestStart aborts the
+    // request before anything is written.
     let controller: Dispatcher.DispatchController | undefined
-    // A signal or the timer may go off before undici hands over the request's controller.
     let stopped: Error | undefined
     const stop = (name: string) => () => {
       stopped ??= Object.assign(new Error(name), { name })
-      controller?.abort(stopped)
+      if (controller !== undefined) controller.abort(stopped)
+      else settle({ kind: 'no_answer', error: describe(stopped) })
     }
     const timer = setTimeout(stop('TimeoutError'), options.timeoutMs)
     const aborted = stop('AbortError')
@@ -71,10 +81,7 @@ export function sendHttp(
       for (const signal of options.signals) signal.removeEventListener('abort', aborted)
       resolve(result)
     }
-    for (const signal of options.signals) {
-      if (signal.aborted) queueMicrotask(aborted)
-      else signal.addEventListener('abort', aborted, { once: true })
-    }
+    for (const signal of options.signals) signal.addEventListener('abort', aborted, { once: true })
     let response: { status: number; headers: IncomingHttpHeaders; chunks: Buffer[]; size: number } | undefined
     const answered = () => {
       if (response === undefined) return

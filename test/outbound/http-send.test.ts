@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { Pool } from 'undici'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { connectionPool, sendHttp } from '../../src/outbound/http-send.js'
 
@@ -143,7 +144,28 @@ describe('sendHttp', () => {
       kind: 'no_answer',
       error: 'timed out',
     })
+    await new Promise((wake) => setTimeout(wake, 100)) // what was written would have arrived by now
     expect(received.length).toBe(before)
+  })
+
+  it('stops on time while it still waits for a connection, and is never sent afterwards', async () => {
+    // One connection, held by a request that gets no answer: the next one waits in the pool's queue.
+    const pool = new Pool(base, { connections: 1 })
+    try {
+      const before = received.length
+      const holding = send(`${base}/silent`, { connections: pool, timeoutMs: 1000 })
+      await new Promise((wake) => setTimeout(wake, 50))
+      const startedAt = Date.now()
+      const queued = await send(`${base}/echo`, { connections: pool, timeoutMs: 200 })
+      expect(queued).toEqual({ kind: 'no_answer', error: 'timed out' })
+      expect(Date.now() - startedAt).toBeLessThan(800)
+      expect(await holding).toEqual({ kind: 'no_answer', error: 'timed out' })
+      // The first request's connection is gone; the queued one would now get a new one.
+      await new Promise((wake) => setTimeout(wake, 200))
+      expect(received.slice(before).map((request) => request.url)).toEqual(['/silent'])
+    } finally {
+      await pool.close()
+    }
   })
 
   it('a refused connection is no_answer with its code', async () => {
