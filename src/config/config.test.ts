@@ -51,6 +51,7 @@ describe('evidence rules and dedup keys in the config', () => {
             operationKey: '/data/object/metadata/hookledger_key',
             downstreamId: '/data/object/latest_charge',
             failure: { pointer: '/type', values: ['payment_intent.payment_failed'] },
+            settles: { tools: ['stripe.charge'], keyPrefixes: ['order_'] },
           },
         ],
         dedupKey: { parts: [{ pointer: '/id' }, { header: 'stripe-account' }], scope: 'event_type' },
@@ -61,7 +62,11 @@ describe('evidence rules and dedup keys in the config', () => {
   })
 
   it('refuses an event type named by two rules, a key that is not a pointer, and unknown fields', () => {
-    const rule = { eventTypes: ['charge.succeeded'], operationKey: '/data/object/metadata/k' }
+    const rule = {
+      eventTypes: ['charge.succeeded'],
+      operationKey: '/data/object/metadata/k',
+      settles: { tools: ['stripe.charge'] },
+    }
     expect(() => buildConfig(withSource({ evidence: [rule, rule] }), () => undefined)).toThrow(
       /source 'stripe': evidence\[1\]\.eventTypes: event type 'charge\.succeeded' is named by two evidence rules/,
     )
@@ -71,6 +76,23 @@ describe('evidence rules and dedup keys in the config', () => {
     expect(() => buildConfig(withSource({ evidence: [{ ...rule, failure: 'x' }] }), () => undefined)).toThrow(
       ConfigError,
     )
+  })
+
+  it("refuses a rule that does not say what it settles, or names the service's own tools", () => {
+    const rule = { eventTypes: ['charge.succeeded'], operationKey: '/data/object/metadata/k' }
+    expect(() => buildConfig(withSource({ evidence: [rule] }), () => undefined)).toThrow(
+      /evidence\[0\]\.settles: is required: say what this rule may settle, e\.g\. "settles": \{ "tools": \["stripe\.charge"\], "keyPrefixes": \["order_"\] \}/,
+    )
+    expect(() => buildConfig(withSource({ evidence: [{ ...rule, settles: {} }] }), () => undefined)).toThrow(
+      /evidence\[0\]\.settles: needs "tools", "keyPrefixes" or both/,
+    )
+    for (const tool of ['forward', 'alert.slack']) {
+      expect(
+        () =>
+          buildConfig(withSource({ evidence: [{ ...rule, settles: { tools: [tool] } }] }), () => undefined),
+        tool,
+      ).toThrow(/names a tool of the service itself \(forward, alert\.\*\): evidence never settles those/)
+    }
   })
 
   it('refuses an empty list of parts, a header in capitals and a version below 1', () => {

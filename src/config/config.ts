@@ -18,6 +18,7 @@ import {
   verifyConfigSchema,
 } from '../inbound/verifiers/index.js'
 import { outboundSettingsSchema } from '../outbound/settings.js'
+import { type AgentToken, agentsSchema, resolveNamedAgentTokens } from './agents.js'
 import { type AlertChannelConfig, alertsSchema } from './alerts.js'
 import { ConfigError } from './errors.js'
 import { orderingKeySchema, routesSchema } from './routes.js'
@@ -186,6 +187,8 @@ export const configFileSchema = z.object({
   alerts: alertsSchema,
   /** The outbound ledger's leases, bounded backoff, reconciliation timing and SSRF allow-list. */
   outbound: outboundSettingsSchema,
+  /** Named tokens of the agents' API, each scoped to key prefixes (README "Trust model"). */
+  agents: agentsSchema,
   database: z
     .object({
       /**
@@ -239,6 +242,8 @@ export interface Config {
   sources: ReadonlyMap<string, Source>
   /** The alert channels with their secrets and URLs resolved (`env:NAME` looked up). */
   alertChannels: readonly AlertChannelConfig[]
+  /** The agents' API's named tokens (`agents.tokens`), secrets looked up; AGENT_TOKEN is not among them. */
+  agentTokens: readonly AgentToken[]
 }
 
 export interface BuildOptions {
@@ -307,10 +312,25 @@ export function buildConfig(
   }
   const alertChannels =
     options.onlySource === undefined ? resolveAlertChannels(parsed.data, lookup, problems) : []
+  const agentTokens = options.onlySource === undefined ? namedAgentTokens(parsed.data, lookup, problems) : []
   if (problems.length > 0) {
     throw new ConfigError(`invalid config:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
   }
-  return { file: parsed.data, sources, alertChannels }
+  return { file: parsed.data, sources, alertChannels, agentTokens }
+}
+
+function namedAgentTokens(
+  file: ConfigFile,
+  lookup: (name: string) => string | undefined,
+  problems: string[],
+): AgentToken[] {
+  try {
+    return resolveNamedAgentTokens(file.agents, lookup)
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error
+    problems.push(error.message)
+    return []
+  }
 }
 
 /** Route forward headers may carry credentials as `env:NAME`, like every other secret in the file. */

@@ -7,6 +7,8 @@ export interface EvidenceEvent {
   source: string
   eventId: string
   eventType: string | null
+  /** When the event was received: evidence can only be about an operation claimed before that. */
+  receivedAt: Date
 }
 
 /**
@@ -20,9 +22,12 @@ export async function recordEvidence(
 ): Promise<void> {
   await client`
     insert into operation_evidence
-      (source, event_id, event_type, event_row_id, operation_key, outcome, downstream_id, failure)
+      (source, event_id, event_type, event_row_id, operation_key, outcome, downstream_id, failure,
+        settles_tools, settles_key_prefixes, event_received_at)
     values (${event.source}, ${event.eventId}, ${event.eventType}, ${event.rowId}, ${evidence.operationKey},
-      ${evidence.outcome}, ${evidence.downstreamId}, ${evidence.failure})
+      ${evidence.outcome}, ${evidence.downstreamId}, ${evidence.failure},
+      ${evidence.settles.tools ?? null}, ${evidence.settles.keyPrefixes ?? null},
+      ${event.receivedAt.toISOString()}::timestamptz)
     on conflict (source, event_id) do nothing`
 }
 
@@ -45,7 +50,9 @@ export interface EvidenceRow {
   eventId: string
   eventType: string | null
   outcome: 'succeeded' | 'failed'
-  status: 'pending' | 'applied' | 'superseded'
+  status: 'pending' | 'applied' | 'superseded' | 'not_applicable'
+  /** Why it did not settle the operation (not_applicable). */
+  note: string | null
   downstreamId: string | null
   receivedAt: Date
 }
@@ -53,7 +60,8 @@ export interface EvidenceRow {
 /** The evidence named for one operation key, oldest first (the operation's page, tests). */
 export async function evidenceFor(client: postgres.Sql, operationKey: string): Promise<EvidenceRow[]> {
   const rows = await client`
-    select source, event_id, event_type, outcome, status, downstream_id, received_at
+    select source, event_id, event_type, outcome, status, note, downstream_id,
+      coalesce(event_received_at, received_at) as received_at
     from operation_evidence where operation_key = ${operationKey} order by id`
   return rows.map((row) => ({
     source: String(row.source),
@@ -61,6 +69,7 @@ export async function evidenceFor(client: postgres.Sql, operationKey: string): P
     eventType: row.event_type === null ? null : String(row.event_type),
     outcome: row.outcome as EvidenceRow['outcome'],
     status: row.status as EvidenceRow['status'],
+    note: row.note === null ? null : String(row.note),
     downstreamId: row.downstream_id === null ? null : String(row.downstream_id),
     receivedAt: new Date(row.received_at as string | Date),
   }))

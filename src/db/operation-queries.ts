@@ -1,6 +1,7 @@
 import { and, asc, desc, eq, isNull, lt, or, sql } from 'drizzle-orm'
 import type postgres from 'postgres'
 import type { Database } from './client.js'
+import { evidenceFor } from './evidence.js'
 import {
   type AttemptRow,
   type OperationRow,
@@ -177,7 +178,10 @@ export const outboundGaugeReads = (client: postgres.Sql) => ({
   },
 })
 
-/** One operation with its history, for the admin page: attempts, every audited transition, approvals. */
+/**
+ * One operation with its history, for the admin page: attempts, every audited transition, the events
+ * that named it as evidence, approvals.
+ */
 export async function findOperationDetail(db: Database, id: string) {
   const [operation] = await db.select().from(operations).where(eq(operations.id, id))
   if (operation === undefined) return undefined
@@ -185,6 +189,7 @@ export async function findOperationDetail(db: Database, id: string) {
     operation,
     attempts: await listAttempts(db, id),
     audit: await listAudit(db, id),
+    namedBy: await evidenceFor(db.$client, operation.operationKey),
     approvals: await db
       .select()
       .from(approvals)

@@ -318,11 +318,20 @@ export const recordReconciledFound = (
     details: { evidence: found.evidence ?? null },
   })
 
+/**
+ * How much earlier than an operation's first claim its evidence's event may have been received and
+ * still count. Both times are PostgreSQL's clock (each row's `now()`), so this absorbs only the
+ * start times of the two transactions, not clock skew between hosts.
+ */
+export const EVIDENCE_CLOCK_MARGIN_MS = 1000
+
 export type EvidenceSettlement =
   /** The event settled the operation: completed, or failed for a failure event. */
   | { kind: 'applied'; op: OperationRow; event: string }
   /** The operation had settled otherwise first; that evidence is closed and the next may apply. */
   | { kind: 'superseded' }
+  /** That evidence may not settle the operation (scope, internal, too old): closed as a hint; the next may apply. */
+  | { kind: 'not_applicable' }
   /** No pending evidence for the key, or the operation's outcome is not unknown (yet). */
   | { kind: 'none' }
 
@@ -334,6 +343,12 @@ export type EvidenceSettlement =
  * lease, retry_approved, exhausted, or in_progress with its newest attempt unknown or in flight (a
  * crashed caller). `leaseToken`: the caller holds the lease and has just recorded the unknown outcome.
  * Evidence for an operation that is still being called stays pending until one of those holds.
+ *
+ * Evidence settles only what it may: an operation within its rule's `settles` scope (tools, key
+ * prefixes), never an internal one (forwards, alerts), and only if its event was received after the
+ * operation was first claimed (less EVIDENCE_CLOCK_MARGIN): an event from before cannot be about any
+ * attempt of it. Evidence that may not settle its operation is closed `not_applicable` with a note,
+ * which the operation's page and its approval show to the person deciding it.
  */
 export async function settleByEvidence(
   db: Database,
@@ -349,6 +364,20 @@ export async function settleByEvidence(
             or (o.status = 'in_progress' and exists (
               select 1 from operation_attempts a where a.operation_id = o.id and a.attempt = o.attempts
                 and a.status in ('in_flight', 'unknown')))))`
+  // Whether the evidence (ev) may settle the operation (o); null when it may, else why not.
+  const refusal = client`case
+      when ev.settles_tools is null and ev.settles_key_prefixes is null
+        then 'its rule had no settles scope when it was read'
+      when o.tool = 'forward' or o.tool like 'alert.%'
+        then 'the operation is internal to the service'
+      when not (ev.settles_tools is null or o.tool = any(ev.settles_tools))
+        or not (ev.settles_key_prefixes is null
+          or exists (select 1 from unnest(ev.settles_key_prefixes) p where starts_with(o.operation_key, p)))
+        then 'the operation is outside the scope its rule settles'
+      when ev.event_received_at is null
+        or ev.event_received_at < o.created_at - ${EVIDENCE_CLOCK_MARGIN_MS} * interval '1 millisecond'
+        then 'its event was received before the operation was first claimed'
+    end`
   const [row] = await client`
     with ev as (
       -- Two appliers of one key (a worker, an invoke, the sweep) never wait on each other's evidence.
@@ -359,7 +388,7 @@ export async function settleByEvidence(
       order by id limit 1 for update skip locked
     ), target as (
       select o.id, o.status::text as from_status from operations o, ev
-      where o.operation_key = ev.operation_key and (${unknown})
+      where o.operation_key = ev.operation_key and (${unknown}) and (${refusal}) is null
       for update of o
     ), op as (
       update operations o set
@@ -387,12 +416,17 @@ export async function settleByEvidence(
         note = 'reconciled by event ' || ev.source || '/' || ev.event_id
       from op, ev where ap.operation_id = op.id and ap.status = 'pending'
       returning ap.id
+    ), refused as (
+      select o.id, ${refusal} as note from operations o, ev where o.operation_key = ev.operation_key
     ), closed as (
       update operation_evidence e set settled_at = now(),
-        status = (case when exists (select 1 from op) then 'applied' else 'superseded' end)::evidence_status,
+        status = (case when exists (select 1 from op) then 'applied'
+          when r.note is not null then 'not_applicable' else 'superseded' end)::evidence_status,
+        note = case when exists (select 1 from op) then null else r.note end,
         operation_id = coalesce((select id from op), s.id)
       from ev left join operations s on s.operation_key = ev.operation_key
-      where e.id = ev.id and (exists (select 1 from op)
+        left join refused r on r.id = s.id
+      where e.id = ev.id and (exists (select 1 from op) or r.note is not null
         or s.status in ('completed', 'failed', 'compensated', 'abandoned'))
       returning e.status::text as status
     ), audit as (
@@ -408,6 +442,7 @@ export async function settleByEvidence(
   if (row.evidence_status === 'applied') {
     return { kind: 'applied', op: toOperation(row), event: String(row.evidence_actor).slice('event:'.length) }
   }
+  if (row.evidence_status === 'not_applicable') return { kind: 'not_applicable' }
   return row.evidence_status === 'superseded' ? { kind: 'superseded' } : { kind: 'none' }
 }
 

@@ -177,8 +177,15 @@ export type EvidenceOutcome = (typeof evidenceOutcome.enumValues)[number]
  * - pending: kept until the operation's outcome is unknown (the webhook beat the response).
  * - applied: it settled the operation (completed, or failed for a failure event).
  * - superseded: the operation settled otherwise first (its response arrived, a human decided).
+ * - not_applicable: it may not settle the operation its key names (outside its rule's scope, an
+ *   internal operation, or received before the operation was first claimed); kept as a hint.
  */
-export const evidenceStatus = pgEnum('evidence_status', ['pending', 'applied', 'superseded'])
+export const evidenceStatus = pgEnum('evidence_status', [
+  'pending',
+  'applied',
+  'superseded',
+  'not_applicable',
+])
 
 /**
  * What an inbound event says about an outbound operation (a provider's `payment_intent.succeeded`
@@ -202,6 +209,13 @@ export const operationEvidence = pgTable(
     /** For a failure event: the marker that said so (a decline code, a status). */
     failure: text('failure'),
     status: evidenceStatus('status').notNull().default('pending'),
+    /** Why it did not settle its operation (not_applicable), for the person who decides it. */
+    note: text('note'),
+    /** The scope of the rule that read it (`settles`): null in rows kept from before scopes, which never apply. */
+    settlesTools: text('settles_tools').array(),
+    settlesKeyPrefixes: text('settles_key_prefixes').array(),
+    /** When its event was received: evidence received before an operation's first claim cannot be about it. */
+    eventReceivedAt: timestamptz('event_received_at'),
     operationId: uuid('operation_id'),
     receivedAt: timestamptz('received_at').notNull().defaultNow(),
     settledAt: timestamptz('settled_at'),

@@ -1,6 +1,7 @@
 import type { Queue } from 'bullmq'
 import { Hono } from 'hono'
 import { requestId } from 'hono/request-id'
+import { agentTokensOf } from '../config/agents.js'
 import type { Config } from '../config/config.js'
 import type { ClaimBatcher } from '../db/claims.js'
 import type { Database } from '../db/client.js'
@@ -32,7 +33,10 @@ export interface AppDependencies {
   adminToken?: string | undefined
   /** The BullMQ queues `/admin/queues` shows; absent (in-process queue), that page says it needs Redis. */
   dashboardQueues?: readonly Queue[] | undefined
-  /** Unset: `/v1/operations` refuses every request. */
+  /**
+   * AGENT_TOKEN: a token of `/v1/operations` with the whole agents' space; the config's
+   * `agents.tokens` add named, scoped ones. Neither: `/v1/operations` refuses every request.
+   */
   agentToken?: string | undefined
   /** A route destination's circuit, for `/admin/routes`. */
   circuit?: ((destinationId: string) => Promise<CircuitView>) | undefined
@@ -57,7 +61,7 @@ export function createApp(deps: AppDependencies) {
         operationRoutes({
           db: deps.db,
           protocol: agentProtocol(outbound),
-          agentToken: deps.agentToken,
+          agentTokens: agentTokensOf(deps.agentToken, deps.config.agentTokens),
           bodyLimitBytes: deps.config.file.server.operationsBodyLimitBytes,
         }),
       )

@@ -1,12 +1,39 @@
 import { z } from 'zod'
 import { storableText, unstorableText } from '../db/text.js'
 // A longer key could never name an operation: operation keys are at most this long.
-import { MAX_KEY_LENGTH } from '../outbound/keys.js'
+import { isInternalTool, MAX_KEY_LENGTH } from '../outbound/keys.js'
 import { resolvePointer } from './verifiers/body.js'
 
 const pointer = z
   .string()
   .regex(/^\/.*$/, 'must be a JSON pointer such as /data/object/metadata/hookledger_key')
+
+const SETTLES_EXAMPLE = '"settles": { "tools": ["stripe.charge"], "keyPrefixes": ["order_"] }'
+
+const settlesSchema = z
+  .object(
+    {
+      tools: z
+        .array(
+          z
+            .string()
+            .min(1)
+            .max(128)
+            .refine((tool) => !isInternalTool(tool), {
+              message: 'names a tool of the service itself (forward, alert.*): evidence never settles those',
+            }),
+        )
+        .min(1)
+        .max(64)
+        .optional(),
+      keyPrefixes: z.array(z.string().min(1).max(MAX_KEY_LENGTH)).min(1).max(64).optional(),
+    },
+    { error: `is required: say what this rule may settle, e.g. ${SETTLES_EXAMPLE}` },
+  )
+  .strict()
+  .refine((settles) => settles.tools !== undefined || settles.keyPrefixes !== undefined, {
+    message: `needs "tools", "keyPrefixes" or both, e.g. ${SETTLES_EXAMPLE}`,
+  })
 
 /**
  * Which of a source's events say something about an outbound operation: the event types, where the
@@ -26,6 +53,12 @@ export const evidenceRuleSchema = z
       .object({ pointer, values: z.array(z.string().min(1)).min(1).max(64).optional() })
       .strict()
       .optional(),
+    /**
+     * What this rule may settle: operations of these tools, and/or whose key starts with one of these
+     * prefixes (an agent's operation under `agents/<its key>`). Required: a signed event from this
+     * source must not settle whatever key its body names (another team's charge, a forward).
+     */
+    settles: settlesSchema,
   })
   .strict()
 
@@ -58,6 +91,8 @@ export interface Evidence {
   downstreamId: string | null
   /** The failure marker's value, for a failure event. */
   failure: string | null
+  /** The rule's `settles`: the settle statement applies the evidence only within it. */
+  settles: EvidenceRule['settles']
 }
 
 export type EvidenceReading =
@@ -94,6 +129,7 @@ export function readEvidence(
       outcome: failure === null ? 'succeeded' : 'failed',
       downstreamId,
       failure,
+      settles: rule.settles,
     },
   }
 }

@@ -50,7 +50,13 @@ export function evidenceIntake(deps: {
       const { evidence } = reading
       await recordEvidence(
         deps.sql,
-        { rowId: event.id, source: event.source, eventId: event.eventId, eventType: event.eventType },
+        {
+          rowId: event.id,
+          source: event.source,
+          eventId: event.eventId,
+          eventType: event.eventType,
+          receivedAt: event.receivedAt,
+        },
         evidence,
       )
       const settled = await settleFromEvidence(deps.db, { key: evidence.operationKey })

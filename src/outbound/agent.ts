@@ -28,6 +28,7 @@ import type { InvokeOutcome } from './outcomes.js'
  * ledger holds the lease; an agent that dies simply lets it expire (the crash window, read per class).
  */
 export interface AgentClaimRequest {
+  /** The ledger key, in the agents' space (`agentLedgerKey`). */
   key: string
   tool: string
   effect: EffectClass
@@ -42,6 +43,8 @@ export type AgentClaim =
   | {
       kind: 'execute'
       operationId: string
+      /** The key the ledger keeps it under (`agents/<key>`): what a provider echoes for evidence. */
+      ledgerKey: string
       leaseToken: string
       leaseUntil: Date
       attempt: number
@@ -68,7 +71,14 @@ export type AgentReport =
   | { kind: 'lease_lost' }
   | { kind: 'attempt_mismatch'; message: string }
 
-const AGENT = 'agent'
+/**
+ * Who reports: the token's actor name for the audit (`agent:<token name>`) and the tools it may touch
+ * (null: any). An operation of another tool is, to this caller, no operation at all.
+ */
+export interface AgentCaller {
+  actor: string
+  tools: ReadonlySet<string> | null
+}
 
 type ClaimAgain = { kind: 'claim_again'; operationId: string; retryAfterMs: number }
 type AgentOutcome =
@@ -83,26 +93,39 @@ type AgentOutcome =
 export function agentProtocol(ledger: OutboundLedger) {
   const machine = machineOf(ledger)
   return {
-    claim: (request: AgentClaimRequest) => claim(machine, request),
+    claim: (request: AgentClaimRequest, caller: AgentCaller) => claim(machine, request, caller),
     /** Must come before the call for a compensable tool: the undo is known before anything can need it. */
-    recordUndoRef: (key: string, leaseToken: string, attempt: number, undoRef: unknown) =>
-      reported(machine, key, leaseToken, attempt, async (held, last) => {
+    recordUndoRef: (
+      caller: AgentCaller,
+      key: string,
+      leaseToken: string,
+      attempt: number,
+      undoRef: unknown,
+    ) =>
+      reported(machine, caller, key, leaseToken, attempt, async (held, last) => {
         if (last.status !== 'in_flight') return mismatch(attempt, last.status, 'not in flight')
         await recordUndoRef(machine.db, held, attempt, undoRef)
         return recorded({ kind: 'claim_again', operationId: held.op.id, retryAfterMs: 0 })
       }),
-    recordOutcome: (key: string, leaseToken: string, attempt: number, outcome: AgentOutcome) =>
-      reported(machine, key, leaseToken, attempt, async (held, last) => {
+    recordOutcome: (
+      caller: AgentCaller,
+      key: string,
+      leaseToken: string,
+      attempt: number,
+      outcome: AgentOutcome,
+    ) =>
+      reported(machine, caller, key, leaseToken, attempt, async (held, last) => {
         if (last.status !== 'in_flight') return mismatch(attempt, last.status, 'not in flight')
         return recorded(await recordAgentOutcome(machine, held, attempt, outcome))
       }),
     recordUndoOutcome: (
+      caller: AgentCaller,
       key: string,
       leaseToken: string,
       attempt: number,
       outcome: { kind: 'success' } | { kind: 'failure'; error: string },
     ) =>
-      reported(machine, key, leaseToken, attempt, async (held, last) => {
+      reported(machine, caller, key, leaseToken, attempt, async (held, last) => {
         if (last.status !== 'unknown' && last.status !== 'undo_failed') {
           return mismatch(attempt, last.status, 'there is no undo to report')
         }
@@ -118,16 +141,16 @@ export function agentProtocol(ledger: OutboundLedger) {
 
 export type AgentProtocol = ReturnType<typeof agentProtocol>
 
-async function claim(machine: Machine, request: AgentClaimRequest): Promise<AgentClaim> {
+async function claim(machine: Machine, request: AgentClaimRequest, caller: AgentCaller): Promise<AgentClaim> {
   const { db, settings } = machine
   const claimed = await claimOperation(db, {
     ...request,
     payloadHash: payloadHash(request.args),
     leaseMs: settings.leaseMs,
-    actor: AGENT,
+    actor: caller.actor,
   })
   if (claimed.kind !== 'claimed') return answerFor(db, claimed)
-  const held: Held = { op: claimed.op, leaseToken: claimed.leaseToken, actor: AGENT }
+  const held: Held = { op: claimed.op, leaseToken: claimed.leaseToken, actor: caller.actor }
   try {
     const { step, last } = await nextStep(machine, held, claimed.approved)
     switch (step.kind) {
@@ -136,6 +159,7 @@ async function claim(machine: Machine, request: AgentClaimRequest): Promise<Agen
         return {
           kind: 'execute',
           operationId: held.op.id,
+          ledgerKey: held.op.operationKey,
           leaseToken: held.leaseToken,
           leaseUntil: started.leaseUntil,
           attempt: started.attempt,
@@ -221,20 +245,21 @@ const mismatch = (attempt: number, status: string, what: string): AgentReport =>
 /** Finds the leased operation and its newest attempt, or says why the report does not apply. */
 async function reported(
   machine: Machine,
+  caller: AgentCaller,
   key: string,
   leaseToken: string,
   attempt: number,
   apply: (held: Held, last: NonNullable<Awaited<ReturnType<typeof latestAttempt>>>) => Promise<AgentReport>,
 ): Promise<AgentReport> {
   const op = await findOperation(machine.db, key)
-  if (op === undefined) return { kind: 'not_found' }
+  if (op === undefined || (caller.tools !== null && !caller.tools.has(op.tool))) return { kind: 'not_found' }
   if (op.leaseToken !== leaseToken) return { kind: 'lease_lost' }
   const last = await latestAttempt(machine.db, op.id)
   if (last === undefined || last.attempt !== attempt) {
     return { kind: 'attempt_mismatch', message: `attempt ${attempt} is not the newest attempt` }
   }
   try {
-    return await apply({ op, leaseToken, actor: AGENT }, last)
+    return await apply({ op, leaseToken, actor: caller.actor }, last)
   } catch (error) {
     if (error instanceof LeaseLostError) return { kind: 'lease_lost' }
     throw error

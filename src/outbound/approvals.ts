@@ -1,4 +1,5 @@
 import type { Database } from '../db/client.js'
+import { type EvidenceRow, evidenceFor } from '../db/evidence.js'
 import { findApproval, listAttempts, listAudit } from '../db/operation-queries.js'
 import type { OperationRow } from '../db/operation-rows.js'
 import { type AppliedDecision, applyDecision } from '../db/operations.js'
@@ -37,6 +38,11 @@ export interface ApprovalView {
     startedAt: string
   }>
   history: Array<{ at: string; event: string; from: string | null; to: string | null; actor: string }>
+  /**
+   * Inbound events that named this operation as evidence, with why each did or did not settle it
+   * (one received before the claim, or from outside its rule's scope, is a hint, not a verdict).
+   */
+  namedBy: EvidenceRow[]
   decision: {
     decision: Decision | null
     by: string | null
@@ -53,6 +59,7 @@ export async function showApproval(db: Database, id: string): Promise<ApprovalVi
   const { approval, op } = row
   const attempts = await listAttempts(db, op.id)
   const history = await listAudit(db, op.id)
+  const namedBy = await evidenceFor(db.$client, op.operationKey)
   return {
     id: approval.id,
     status: approval.status,
@@ -86,6 +93,7 @@ export async function showApproval(db: Database, id: string): Promise<ApprovalVi
       to: h.toStatus,
       actor: h.actor,
     })),
+    namedBy,
     decision: {
       decision: approval.decision,
       by: approval.decidedBy,

@@ -3,7 +3,8 @@ import type { Held, OperationRow } from '../db/operation-rows.js'
 import { settleByEvidence } from '../db/operations.js'
 import type { InvokeOutcome } from './outcomes.js'
 
-// Evidence closed as superseded lets the next one for the key apply; an operation has few events.
+// Evidence closed as superseded or not applicable lets the next one for the key apply; an operation
+// has few events.
 const MAX_EVIDENCE_PER_SETTLE = 16
 
 /**

@@ -19,7 +19,7 @@ import {
 import { callExecute, callUndo } from './calls.js'
 import { settleHeldFromEvidence } from './evidence.js'
 import { payloadHash } from './hash.js'
-import { MAX_KEY_LENGTH } from './keys.js'
+import { AGENT_SPACE, agentKeyOf, MAX_KEY_LENGTH } from './keys.js'
 import {
   answerFor,
   type Machine,
@@ -66,6 +66,9 @@ export async function invoke<A, R>(
 ): Promise<InvokeOutcome<R>> {
   if (request.key.length === 0 || request.key.length > MAX_KEY_LENGTH) {
     throw new TypeError(`operation keys are 1-${MAX_KEY_LENGTH} characters`)
+  }
+  if (agentKeyOf(request.key) !== undefined) {
+    throw new TypeError(`operation keys starting with '${AGENT_SPACE}' belong to the agents' API`)
   }
   const hash = payloadHash(request.args)
   const leaseMs = toolLeaseMs(machine.settings, tool as Tool<never, unknown>)

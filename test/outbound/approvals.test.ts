@@ -250,7 +250,7 @@ describe('HTTP APIs', () => {
       attempt: number
       idempotencyKey: string
     }
-    expect(claimed).toMatchObject({ decision: 'execute', attempt: 1, idempotencyKey: 'agent:run:refund' })
+    expect(claimed).toMatchObject({ decision: 'execute', attempt: 1, idempotencyKey: 'agents/agent:run:refund' })
     const busy = await api.request('/v1/operations/claim', {
       method: 'POST',
       headers,
@@ -315,7 +315,7 @@ describe('HTTP APIs: a compensable tool driven by an agent', () => {
     const path = `/v1/operations/${encodeURIComponent(key)}`
     const claimBody = { key, tool: 'book-room', effect: 'compensable', args: { room: 12 } }
     const first = await claimUntil(claimBody, 'execute')
-    expect(first).toMatchObject({ attempt: 1, idempotencyKey: key, undoRefRequired: true })
+    expect(first).toMatchObject({ attempt: 1, idempotencyKey: `agents/${key}`, undoRefRequired: true })
 
     // Reports that do not hold the operation change nothing.
     const stranger = await post(`${path}/undo-ref`, {
@@ -357,7 +357,7 @@ describe('HTTP APIs: a compensable tool driven by an agent', () => {
 
     // Only after the undo committed: a second attempt, under a new idempotency key.
     const second = await claimUntil(claimBody, 'execute')
-    expect(second).toMatchObject({ attempt: 2, idempotencyKey: `${key}#2` })
+    expect(second).toMatchObject({ attempt: 2, idempotencyKey: `agents/${key}#2` })
     await post(`${path}/undo-ref`, { leaseToken: second.leaseToken, attempt: 2, undoRef: { cancel: 'bk_2' } })
     const done = await post(`${path}/outcome`, {
       leaseToken: second.leaseToken,

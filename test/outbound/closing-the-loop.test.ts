@@ -38,6 +38,8 @@ beforeAll(async () => {
               operationKey: '/data/object/metadata/hookledger_key',
               downstreamId: '/data/object/id',
               failure: { pointer: '/data/object/failure_code' },
+              // The in-process charge tool, and the agents' charges under their prefix.
+              settles: { tools: ['charge', 'agent-charge'], keyPrefixes: ['order:', 'agents/order:'] },
             },
           ],
         },
@@ -121,20 +123,20 @@ describe('an inbound event settles an outbound operation whose outcome is unknow
     expect(escalated).toMatchObject({ kind: 'changed', op: { status: 'awaiting_approval' } })
     expect(await pendingApprovals(key)).toBe(1)
 
-    // An agent long-polls over HTTP while the provider's webhook arrives.
-    const waiting = fetch(
-      `${hookledger.url}/v1/operations/${encodeURIComponent(key)}?wait=30s&status=awaiting_approval`,
-      { headers: { authorization: `Bearer ${AGENT_TOKEN}` } },
-    )
+    // The workflow waits in process while the provider's webhook arrives.
+    const waiting = ledger().waitFor(key, { timeoutMs: 30_000, from: 'awaiting_approval' })
     const [made] = chargesFor(key)
     if (made === undefined) throw new Error('no charge was made')
     const sent = await payments.sendEvent(made, 'charge.succeeded')
     expect(sent.status).toBe(200)
     const answer = await waiting
-    expect(answer.status).toBe(200)
-    const body = (await answer.json()) as Record<string, unknown>
-    expect(body).toMatchObject({ status: 'completed', downstreamId: made.id, changed: true })
-    expect(body.result).toMatchObject({ settledBy: 'event', source: 'stripe', eventId: sent.eventId })
+    expect(answer).toMatchObject({ kind: 'changed', op: { status: 'completed', downstreamId: made.id } })
+    if (answer.kind !== 'changed') throw new Error('no change')
+    expect(answer.op.resultJson).toMatchObject({
+      settledBy: 'event',
+      source: 'stripe',
+      eventId: sent.eventId,
+    })
 
     expect(await pendingApprovals(key)).toBe(0)
     const note = `reconciled by event stripe/${sent.eventId}`
@@ -229,8 +231,11 @@ describe('an inbound event settles an outbound operation whose outcome is unknow
       effect: 'irreversible',
       args: { amount: 3 },
     })
-    expect(((await claimed.json()) as { decision: string }).decision).toBe('execute')
-    const made = { id: 'ch_agent_1', amount: 3, metadata: { hookledger_key: key }, declined: false }
+    const claim = (await claimed.json()) as { decision: string; ledgerKey: string }
+    expect(claim).toMatchObject({ decision: 'execute', ledgerKey: `agents/${key}` })
+    // The agent puts the ledger key where the provider echoes it, as httpTool does in process.
+    const ledgerKey = claim.ledgerKey
+    const made = { id: 'ch_agent_1', amount: 3, metadata: { hookledger_key: ledgerKey }, declined: false }
     const sent = await payments.sendEvent(made, 'charge.succeeded')
     expect(sent.status).toBe(200)
     await until(
@@ -238,15 +243,15 @@ describe('an inbound event settles an outbound operation whose outcome is unknow
       () => eventStatus(sent.eventId),
       (s) => s === 'done',
     )
-    expect((await evidenceFor(hookledger.database.sql, key)).map((e) => e.status)).toEqual(['pending'])
-    const settled = await ledger().waitFor(key, { timeoutMs: 15_000, from: 'in_progress' })
+    expect((await evidenceFor(hookledger.database.sql, ledgerKey)).map((e) => e.status)).toEqual(['pending'])
+    const settled = await ledger().waitFor(ledgerKey, { timeoutMs: 15_000, from: 'in_progress' })
     expect(settled).toMatchObject({
       kind: 'changed',
       op: { status: 'completed', downstreamId: 'ch_agent_1' },
     })
     const [attempt] = await hookledger.database.sql<Array<{ status: string }>>`
       select a.status::text from operation_attempts a join operations o on o.id = a.operation_id
-      where o.operation_key = ${key}`
+      where o.operation_key = ${ledgerKey}`
     expect(attempt?.status).toBe('succeeded')
   })
 
@@ -267,7 +272,12 @@ describe('an inbound event settles an outbound operation whose outcome is unknow
       args: { amount: 4 },
     })
     expect(claimed.decision).toBe('execute')
-    const made = { id: 'ch_agent_2', amount: 4, metadata: { hookledger_key: key }, declined: false }
+    const made = {
+      id: 'ch_agent_2',
+      amount: 4,
+      metadata: { hookledger_key: String(claimed.ledgerKey) },
+      declined: false,
+    }
     const sent = await payments.sendEvent(made, 'charge.succeeded')
     await until(
       'the event to be processed',
@@ -321,7 +331,18 @@ describe('waiting for an operation', () => {
 
   it('a wait that sees no change ends with changed: false at its time', async () => {
     const key = 'order:2001:charge'
-    expect((await invokeCharge(key, 1)).kind).toBe('completed')
+    const claimed = await fetch(`${hookledger.url}/v1/operations/claim`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${AGENT_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ key, tool: 'agent-charge', effect: 'irreversible', args: { amount: 1 } }),
+    })
+    const { leaseToken, attempt } = (await claimed.json()) as { leaseToken: string; attempt: number }
+    const reported = await fetch(`${hookledger.url}/v1/operations/${encodeURIComponent(key)}/outcome`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${AGENT_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ leaseToken, attempt, outcome: 'success', result: { id: 'ch_wait' } }),
+    })
+    expect(reported.status).toBe(200)
     const answer = await get(`${encodeURIComponent(key)}?wait=300ms`)
     expect(answer.status).toBe(200)
     expect(await answer.json()).toMatchObject({ status: 'completed', changed: false })
@@ -365,9 +386,10 @@ describe('exactly once', () => {
         )
         await database.sql`
           insert into operation_evidence
-            (source, event_id, event_type, event_row_id, operation_key, outcome, downstream_id)
+            (source, event_id, event_type, event_row_id, operation_key, outcome, downstream_id,
+              settles_tools, event_received_at)
           values ('stripe', ${`evt_race_${round}`}, 'charge.succeeded', gen_random_uuid(), ${roundKey},
-            'succeeded', 'ch_race')`
+            'succeeded', 'ch_race', ${['charge-lost']}, now())`
         const applied = await Promise.all(
           Array.from({ length: 8 }, () => settleFromEvidence(database.db, { key: roundKey })),
         )

@@ -2,6 +2,7 @@ import type { FC } from 'hono/jsx'
 import type { listApprovals } from '../../db/operation-queries.js'
 import type { ApprovalView } from '../../outbound/approvals.js'
 import { Badge, CsrfField, Json, Layout, type PageProps, utc } from './layout.js'
+import { NamedBy } from './operation.js'
 
 export interface ApprovalsPageProps {
   page: PageProps & { user: { name: string; csrf: string } }
@@ -77,6 +78,7 @@ const ApprovalCard: FC<{ view: ApprovalView; csrf: string }> = ({ view, csrf }) 
           <Json value={view.evidence} />
         </div>
       </div>
+      <NamedBy rows={view.namedBy} />
       {view.attempts.length === 0 ? null : (
         <>
           <h2>Attempts</h2>

@@ -1,10 +1,11 @@
 import type { FC } from 'hono/jsx'
+import type { EvidenceRow } from '../../db/evidence.js'
 import type { OperationDetail } from '../../db/operation-queries.js'
 import { Badge, Fact, Json, LastError, Layout, type PageProps, utc } from './layout.js'
 
 /** One outbound operation: its arguments and result, every attempt, the audit trail and its approvals. */
 export const OperationPage: FC<{ page: PageProps; detail: OperationDetail }> = ({ page, detail }) => {
-  const { operation: op, attempts, audit, approvals } = detail
+  const { operation: op, attempts, audit, approvals, namedBy } = detail
   const pending = approvals.some((a) => a.status === 'pending')
   return (
     <Layout {...page}>
@@ -82,6 +83,8 @@ export const OperationPage: FC<{ page: PageProps; detail: OperationDetail }> = (
         </table>
       )}
 
+      <NamedBy rows={namedBy} />
+
       <h2>Approvals</h2>
       {approvals.length === 0 ? (
         <p class="muted">No person was asked about it.</p>
@@ -149,3 +152,40 @@ export function duration(started: Date, finished: Date | null): string {
   const ms = finished.getTime() - started.getTime()
   return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`
 }
+
+/**
+ * Inbound events that named the operation as evidence. One that did not apply (received before the
+ * claim, outside its rule's scope) is shown with why: a hint for the person deciding, not a verdict.
+ */
+export const NamedBy: FC<{ rows: readonly EvidenceRow[] }> = ({ rows }) =>
+  rows.length === 0 ? null : (
+    <>
+      <h2>Events that named it</h2>
+      <table>
+        <thead>
+          <tr>
+            <th>Received</th>
+            <th>Event</th>
+            <th>Says</th>
+            <th>Status</th>
+            <th>Why not applied</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map((row) => (
+            <tr>
+              <td class="mono">{utc(row.receivedAt)}</td>
+              <td class="mono">
+                {row.source}/{row.eventId} {row.eventType ?? ''}
+              </td>
+              <td>{row.outcome}</td>
+              <td>
+                <Badge status={row.status} />
+              </td>
+              <td>{row.note ?? ''}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
+  )

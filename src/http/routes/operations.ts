@@ -2,20 +2,23 @@ import type { Context } from 'hono'
 import { Hono } from 'hono'
 import { z } from 'zod'
 import { assertNever } from '../../assert.js'
+import type { AgentToken } from '../../config/agents.js'
 import type { Database } from '../../db/client.js'
 import { findOperation, listAttempts } from '../../db/operation-queries.js'
 import type { OperationRow, OperationStatus } from '../../db/operation-rows.js'
 import { operationStatus } from '../../db/outbound-schema.js'
 import { unstorableText } from '../../db/text.js'
-import type { AgentClaim, AgentProtocol, AgentReport } from '../../outbound/agent.js'
-import { MAX_KEY_LENGTH } from '../../outbound/keys.js'
+import type { AgentCaller, AgentClaim, AgentProtocol, AgentReport } from '../../outbound/agent.js'
+import { agentKeyOf, agentLedgerKey, MAX_AGENT_KEY_LENGTH } from '../../outbound/keys.js'
 import { MAX_WAIT_MS, waitForOperation } from '../../outbound/wait.js'
 import { ApiError } from '../errors.js'
-import { bearerAuth } from '../middleware/bearer.js'
+import { type AgentVariables, agentAuth } from '../middleware/agent-auth.js'
 import { limitBody } from '../middleware/body-limit.js'
 import { parseJsonBody } from '../validate.js'
 
-const key = z.string().min(1).max(MAX_KEY_LENGTH)
+type AgentContext = Context<{ Variables: AgentVariables }>
+
+const key = z.string().min(1).max(MAX_AGENT_KEY_LENGTH)
 const observability = z.string().min(1).max(200).optional()
 
 const claimBody = z.object({
@@ -46,64 +49,103 @@ const undoOutcomeBody = z.discriminatedUnion('outcome', [
 
 /**
  * `/v1/operations`: the guard for agents in any language. Claim a key, then report what the call
- * did; compensable tools record their undo before calling. Behind AGENT_TOKEN (unset: refused).
+ * did; compensable tools record their undo before calling. Behind the agents' tokens (none: refused).
+ *
+ * Every key named here lives in the agents' space (`agents/<key>` in the ledger), within the calling
+ * token's prefixes: the service's own operations (forwards, routes, alerts, handlers' steps) cannot
+ * be claimed, read, waited on or settled from here, whatever key is named.
  */
 export function operationRoutes(deps: {
   db: Database
   protocol: AgentProtocol
-  agentToken: string | undefined
+  agentTokens: readonly AgentToken[]
   bodyLimitBytes: number
 }) {
-  return new Hono()
-    .use('*', bearerAuth(deps.agentToken, 'agent API', 'AGENT_TOKEN'))
+  return new Hono<{ Variables: AgentVariables }>()
+    .use('*', agentAuth(deps.agentTokens))
     .use('*', limitBody(deps.bodyLimitBytes, '/v1/operations'))
     .post('/claim', async (c) => {
       const body = await parseJsonBody(c, claimBody)
-      return respond(await deps.protocol.claim(body))
+      const target = scopedKey(c, body.key)
+      const token = c.get('agent')
+      if (token.tools !== null && !token.tools.has(body.tool)) {
+        throw new ApiError(403, 'tool_out_of_scope', `this token may not use the tool '${body.tool}'`)
+      }
+      return respond(await deps.protocol.claim({ ...body, key: target }, callerOf(token)))
     })
     .get('/:key', async (c) => {
-      const target = operationKey(c)
+      const target = scopedKey(c, operationKey(c))
+      const caller = callerOf(c.get('agent'))
       const wait = waitQuery(c)
       if (wait === undefined) {
         const op = await findOperation(deps.db, target)
-        if (op === undefined) throw notFound()
+        if (op === undefined || !mayTouch(caller, op)) throw notFound()
         return c.json(await operationBody(deps.db, op))
       }
       const waited = await waitForOperation(deps.db, target, { ...wait, signal: c.req.raw.signal })
-      if (waited.kind === 'not_found') throw notFound()
+      if (waited.kind === 'not_found' || !mayTouch(caller, waited.op)) throw notFound()
       return c.json({ ...(await operationBody(deps.db, waited.op)), changed: waited.kind === 'changed' })
     })
     .post('/:key/undo-ref', async (c) => {
-      const target = operationKey(c)
+      const target = scopedKey(c, operationKey(c))
       const body = await parseJsonBody(c, undoRefBody)
-      return report(await deps.protocol.recordUndoRef(target, body.leaseToken, body.attempt, body.undoRef))
+      const caller = callerOf(c.get('agent'))
+      return report(
+        await deps.protocol.recordUndoRef(caller, target, body.leaseToken, body.attempt, body.undoRef),
+      )
     })
     .post('/:key/outcome', async (c) => {
-      const target = operationKey(c)
+      const target = scopedKey(c, operationKey(c))
       const body = await parseJsonBody(c, outcomeBody)
       const outcome =
         body.outcome === 'success'
           ? { kind: 'success' as const, result: body.result, downstreamId: body.downstreamId }
           : { kind: body.outcome, error: body.error }
-      return report(await deps.protocol.recordOutcome(target, body.leaseToken, body.attempt, outcome))
+      const caller = callerOf(c.get('agent'))
+      return report(await deps.protocol.recordOutcome(caller, target, body.leaseToken, body.attempt, outcome))
     })
     .post('/:key/undo-outcome', async (c) => {
-      const target = operationKey(c)
+      const target = scopedKey(c, operationKey(c))
       const body = await parseJsonBody(c, undoOutcomeBody)
       const outcome =
         body.outcome === 'success'
           ? { kind: 'success' as const }
           : { kind: 'failure' as const, error: body.error }
-      return report(await deps.protocol.recordUndoOutcome(target, body.leaseToken, body.attempt, outcome))
+      const caller = callerOf(c.get('agent'))
+      return report(
+        await deps.protocol.recordUndoOutcome(caller, target, body.leaseToken, body.attempt, outcome),
+      )
     })
 }
 
 const notFound = () => new ApiError(404, 'operation_not_found', 'no operation has that key')
 
+const callerOf = (token: AgentToken): AgentCaller => ({ actor: `agent:${token.name}`, tools: token.tools })
+
+const mayTouch = (caller: AgentCaller, op: OperationRow) => caller.tools === null || caller.tools.has(op.tool)
+
+/**
+ * The ledger key of an agent's key, once the calling token may name it: outside its prefixes is a
+ * 403 that says so (it reveals nothing: the answer depends on the key alone, never on the ledger).
+ */
+function scopedKey(c: AgentContext, agentKey: string): string {
+  const token = c.get('agent')
+  if (token.keyPrefixes !== null && !token.keyPrefixes.some((prefix) => agentKey.startsWith(prefix))) {
+    throw new ApiError(
+      403,
+      'key_out_of_scope',
+      `token '${token.name}' may use only keys starting with ${token.keyPrefixes.map((p) => `'${p}'`).join(', ')}`,
+    )
+  }
+  return agentLedgerKey(agentKey)
+}
+
 async function operationBody(db: Database, op: OperationRow) {
   const attempts = await listAttempts(db, op.id)
   return {
-    key: op.operationKey,
+    key: agentKeyOf(op.operationKey) ?? op.operationKey,
+    /** The key the ledger keeps it under: what a provider must echo for an evidence rule to settle it. */
+    ledgerKey: op.operationKey,
     tool: op.tool,
     effect: op.effectClass,
     status: op.status,
@@ -152,8 +194,8 @@ const isOperationStatus = (value: string): value is OperationStatus =>
 function operationKey(c: Context): string {
   const value = c.req.param('key') ?? ''
   const problem =
-    value.length === 0 || value.length > MAX_KEY_LENGTH
-      ? `must be 1 to ${MAX_KEY_LENGTH} characters`
+    value.length === 0 || value.length > MAX_AGENT_KEY_LENGTH
+      ? `must be 1 to ${MAX_AGENT_KEY_LENGTH} characters`
       : unstorableText(value)
   if (problem !== undefined) throw new ApiError(400, 'invalid_key', `the operation key ${problem}`)
   return value
@@ -175,6 +217,7 @@ function respond(answer: Answer): Response {
       return json({
         decision: 'execute',
         operationId: answer.operationId,
+        ledgerKey: answer.ledgerKey,
         leaseToken: answer.leaseToken,
         leaseUntil: answer.leaseUntil.toISOString(),
         attempt: answer.attempt,
