@@ -250,7 +250,11 @@ describe('HTTP APIs', () => {
       attempt: number
       idempotencyKey: string
     }
-    expect(claimed).toMatchObject({ decision: 'execute', attempt: 1, idempotencyKey: 'agents/agent:run:refund' })
+    expect(claimed).toMatchObject({
+      decision: 'execute',
+      attempt: 1,
+      idempotencyKey: 'agents/agent:run:refund',
+    })
     const busy = await api.request('/v1/operations/claim', {
       method: 'POST',
       headers,
