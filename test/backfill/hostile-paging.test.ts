@@ -132,7 +132,8 @@ describe('a provider API that holds a pass hostage', () => {
       // The client hung up at its deadline, well before the body would have ended (it never does).
       const open = (request.closedAt ?? Number.POSITIVE_INFINITY) - request.startedAt
       expect(open).toBeGreaterThanOrEqual(1900)
-      expect(open).toBeLessThan(3000)
+      // (A loaded machine may see the close late; a body left open would stay open for ever.)
+      expect(open).toBeLessThan(5000)
     }
     console.info(
       `trickling body: the pass ended after ${seconds.toFixed(1)} s, ${trickle.requests.length} requests`,
