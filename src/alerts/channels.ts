@@ -11,6 +11,7 @@ export type AlertCondition =
   | 'approval_waiting'
   | 'pending_backlog'
   | 'oldest_pending'
+  | 'backfill_stuck'
 
 /** One alert as a person reads it. */
 export interface Alert {

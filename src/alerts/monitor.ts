@@ -5,6 +5,7 @@ import {
   pendingBacklog,
   staleApprovals,
   staleReconciliations,
+  stuckBackfills,
 } from '../db/alert-queries.js'
 import type { CircuitView, Destination } from '../delivery/guard.js'
 import type { Logger } from '../logger.js'
@@ -104,6 +105,18 @@ export function createAlertMonitor(deps: {
       for (const destination of circuits.destinations) {
         const view = await circuits.circuit(destination.id)
         if (view.state !== 'closed') notify(circuitOpenAlert(destination.id, view.openUntil))
+      }
+    }
+    if (conditions.backfillStuck) {
+      // Read from the ledger, so a pass run by hand (`hookledger backfill`) alerts like the loop's.
+      for (const row of await stuckBackfills(deps.sql, settings.windowMs)) {
+        notify({
+          condition: 'backfill_stuck',
+          subject: row.source,
+          summary: `Backfill of source '${row.source}' is stuck: its last pass stopped with ${row.last_error ?? row.last_error_code}. Every pass will stop there until the provider or the config changes.`,
+          path: `/admin/events?source=${encodeURIComponent(row.source)}`,
+          details: { source: row.source, code: row.last_error_code },
+        })
       }
     }
     if (conditions.needsReconciliationMs !== null) {

@@ -31,6 +31,22 @@ export const backfillConfigSchema = z.object({
    */
   maxWaitSeconds: z.number().int().min(0).max(3600).default(60),
   /**
+   * The deadline of one request to the provider, its whole body included: a connection that sends
+   * headers and then trickles counts as an unanswered request (retried, then provider_unavailable).
+   */
+  requestTimeoutSeconds: z.number().int().min(1).max(600).default(30),
+  /**
+   * The largest answer body read from the provider. A longer one is abandoned at this size, before it
+   * is all in memory, and ends the pass with response_too_large. The default leaves 160 KiB for each
+   * of 100 items on a page.
+   */
+  maxResponseBytes: z
+    .number()
+    .int()
+    .min(65_536)
+    .max(1024 * 1024 * 1024)
+    .default(16 * 1024 * 1024),
+  /**
    * Stripe: list only events whose delivery to some endpoint failed or is still pending
    * (`delivery_success=false`); default true. A pass then never imports the account's history of
    * events that were delivered (to this receiver or one before it), only what went undelivered.

@@ -17,6 +17,12 @@ export type BackfillErrorCode =
   | 'request_rejected'
   /** A 2xx whose body is not the documented shape. */
   | 'invalid_response'
+  /** An answer whose body outgrew maxResponseBytes: its reading was stopped there. */
+  | 'response_too_large'
+  /** The provider handed out a page cursor, or a page, this pass had already read: paging would never end. */
+  | 'stuck_cursor'
+  /** The pass made no progress for longer than its lease, and another pass took the source over. */
+  | 'lease_lost'
   /** Another process runs a pass for this source now. */
   | 'pass_running'
 

@@ -1,6 +1,7 @@
 import { eventsInLedger, recordRedelivery, redeliveriesRequested } from '../db/backfill-cursors.js'
 import { BackfillError } from './errors.js'
 import type { SweepContext } from './pass.js'
+import { stuckGuard } from './stuck-guard.js'
 
 interface Delivery {
   id: number
@@ -25,13 +26,20 @@ export async function githubSweep(context: SweepContext): Promise<boolean> {
   // Newest first: a redelivery that succeeded is listed before the failure it repaired.
   const delivered = new Set<string>()
   let cursor = context.resume
+  const guard = stuckGuard('GitHub', context.resume)
   for (let page = 0; page < config.maxPagesPerPass && !context.stopping(); page++) {
     const query = new URLSearchParams({ per_page: String(config.pageSize) })
     if (cursor !== null) query.set('cursor', cursor)
     const answer = await context.client.request('GET', `${hook}/deliveries?${query}`)
     const listed = readDeliveries(answer.body)
-    report.pages++
     const inWindow = listed.filter((delivery) => delivery.deliveredAt.getTime() >= context.since.getTime())
+    const next = nextCursor(answer.headers.get('link'))
+    const finalPage = inWindow.length < listed.length || next === null
+    guard.page(
+      listed.map((delivery) => String(delivery.id)),
+      finalPage ? null : next,
+    )
+    report.pages++
     report.listed += inWindow.length
     for (const delivery of inWindow) if (delivery.succeeded) delivered.add(delivery.guid)
 
@@ -63,8 +71,7 @@ export async function githubSweep(context: SweepContext): Promise<boolean> {
       }
     }
 
-    const next = nextCursor(answer.headers.get('link'))
-    if (inWindow.length < listed.length || next === null) return true
+    if (finalPage || next === null) return true
     cursor = next
     await context.pageDone(cursor)
   }

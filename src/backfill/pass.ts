@@ -8,11 +8,12 @@ import {
   saveSweepProgress,
   takePassLease,
 } from '../db/backfill-cursors.js'
+import { LeaseLostError } from '../db/lease.js'
 import type { Logger } from '../logger.js'
 import type { BackfillProvider } from './config.js'
 import { BackfillError, type BackfillErrorCode } from './errors.js'
 import { githubSweep } from './github.js'
-import { createProviderClient, type ProviderClient } from './provider-client.js'
+import { createProviderClient, type ProviderClient, UNAVAILABLE_ATTEMPTS } from './provider-client.js'
 import { stripeSweep } from './stripe.js'
 
 /** What one pass did, for the log and for `hookledger backfill`. */
@@ -79,10 +80,15 @@ export interface SweepContext {
 const OVERLAP_MS = 5 * 60_000
 /**
  * The pass lease; every finished page extends it, so only a pass that stopped making progress loses
- * it. It outlasts the longest rate-limit wait a pass sits out, plus a few slow requests.
+ * it. It outlasts the longest rate-limit wait a pass sits out, and a request's every attempt run to
+ * its deadline, plus a few slow requests.
  */
 const leaseMs = (backfill: SourceBackfill) =>
-  Math.max(5 * 60_000, backfill.config.maxWaitSeconds * 1000 + 2 * 60_000)
+  Math.max(
+    5 * 60_000,
+    backfill.config.maxWaitSeconds * 1000 + 2 * 60_000,
+    UNAVAILABLE_ATTEMPTS * backfill.config.requestTimeoutSeconds * 1000 + 2 * 60_000,
+  )
 
 /**
  * One bounded backfill pass for one source, under the source's lease (one pass at a time across
@@ -165,14 +171,22 @@ export async function runBackfillPass(
       await completeSweep(deps.sql, id, token, sweepStartedAt)
     }
     await releasePassLease(deps.sql, id, token, null)
-  } catch (error) {
+  } catch (thrown) {
+    // Another pass took the lease over: the cursor is its to write now, so this one stops where it
+    // is, as any pass stopped by its provider does (a report with the code, never a stack).
+    const error =
+      thrown instanceof LeaseLostError
+        ? new BackfillError(
+            'lease_lost',
+            `the pass made no progress for longer than its lease (${Math.round(leaseMs(backfill) / 60_000)} min) ` +
+              `and another pass took source '${id}' over; this one stopped without writing more`,
+          )
+        : thrown
     if (!(error instanceof BackfillError)) {
-      await releasePassLease(
-        deps.sql,
-        id,
-        token,
-        error instanceof Error ? error.message : String(error),
-      ).catch(() => {})
+      await releasePassLease(deps.sql, id, token, {
+        code: null,
+        message: error instanceof Error ? error.message : String(error),
+      }).catch(() => {})
       throw error
     }
     let message = error.message
@@ -182,7 +196,9 @@ export async function runBackfillPass(
       message += '; the unfinished sweep was dropped and the next pass starts it again'
     }
     report.error = { code: error.code, message }
-    await releasePassLease(deps.sql, id, token, `${error.code}: ${message}`)
+    // A lost lease is the new holder's to release; its token no longer matches here anyway.
+    if (error.code !== 'lease_lost')
+      await releasePassLease(deps.sql, id, token, { code: error.code, message })
   }
   deps.logger[report.error === undefined ? 'info' : 'warn'](
     {
@@ -210,6 +226,8 @@ function providerClient(
     baseUrl: backfill.apiBaseUrl,
     credentialName: backfill.credentialName,
     maxWaitMs: backfill.config.maxWaitSeconds * 1000,
+    timeoutMs: backfill.config.requestTimeoutSeconds * 1000,
+    maxResponseBytes: backfill.config.maxResponseBytes,
     sleep: deps.sleep ?? ((ms: number) => abortableSleep(ms, deps.signal)),
     ...(deps.now === undefined ? {} : { now: deps.now }),
   }

@@ -1,4 +1,5 @@
 import { backoffDelay } from '../backoff.js'
+import { boundedFetch, type WholeAnswer } from './bounded-fetch.js'
 import { BackfillError } from './errors.js'
 
 export interface ProviderAnswer {
@@ -18,6 +19,10 @@ export interface ProviderClientOptions {
   maxWaitMs: number
   /** The first wait after a rate-limit answer that names no time; it doubles with each such answer. */
   defaultRateLimitWaitMs: number
+  /** The deadline of one request, its whole body included. */
+  timeoutMs: number
+  /** The largest body read from one answer. */
+  maxResponseBytes: number
   /** Injected by tests that must not wait in real time; setTimeout otherwise. */
   sleep?: (ms: number) => Promise<void>
   now?: () => number
@@ -27,9 +32,8 @@ export interface ProviderClient {
   request(method: 'GET' | 'POST', pathAndQuery: string): Promise<ProviderAnswer>
 }
 
-const REQUEST_TIMEOUT_MS = 30_000
 /** Attempts of one request refused by 5xx, a timeout or the network, before the pass gives up. */
-const UNAVAILABLE_ATTEMPTS = 4
+export const UNAVAILABLE_ATTEMPTS = 4
 /** Rate-limit answers one request waits out before the pass gives up. */
 const RATE_LIMITED_ATTEMPTS = 5
 const RETRY_BACKOFF = { baseDelayMs: 250, maxDelayMs: 4000 }
@@ -39,7 +43,8 @@ const RETRY_BACKOFF = { baseDelayMs: 250, maxDelayMs: 4000 }
  * a bounded backoff, 429 (and GitHub's 403 with an exhausted limit) waited out for the time the
  * provider names (Retry-After, or X-RateLimit-Reset when X-RateLimit-Remaining is 0) as long as that
  * is within maxWaitMs, and a limit a successful answer reports as exhausted respected before the next
- * request. Every other failure is a BackfillError naming what to fix.
+ * request. Each answer is bounded: one deadline covers it whole, body included, and a body over
+ * maxResponseBytes is abandoned there. Every other failure is a BackfillError naming what to fix.
  */
 export function createProviderClient(options: ProviderClientOptions): ProviderClient {
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)))
@@ -57,26 +62,35 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
     if (ms > 0) await sleep(ms)
   }
 
-  const send = async (method: string, url: string): Promise<Response> => {
+  const send = async (method: string, url: string): Promise<WholeAnswer> => {
+    const path = new URL(url).pathname
     for (let attempt = 1; ; attempt++) {
-      let failure: string
-      try {
-        const response = await fetch(url, {
-          method,
-          headers: options.headers,
-          signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
-          redirect: 'error',
-        })
-        if (response.status < 500) return response
-        failure = `answered ${response.status}`
-        await response.body?.cancel()
-      } catch (error) {
-        failure = `did not answer (${error instanceof Error ? error.message : String(error)})`
+      const answer = await boundedFetch(method, url, {
+        headers: options.headers,
+        timeoutMs: options.timeoutMs,
+        maxBytes: options.maxResponseBytes,
+      })
+      if (!('failure' in answer)) return answer
+      const failure = answer.failure
+      if (failure.kind === 'too_large') {
+        // The same page would be as large the next time: a retry only repeats the download.
+        throw new BackfillError(
+          'response_too_large',
+          `${options.name} API answered ${method} ${path} with a body over ${mebibytes(options.maxResponseBytes)} ` +
+            `(backfill.maxResponseBytes); it was abandoned after ${mebibytes(failure.bytes)}. Lower backfill.pageSize, ` +
+            'or raise backfill.maxResponseBytes if the pages really are that large',
+        )
       }
+      const said =
+        failure.kind === 'timeout'
+          ? `did not answer in full within ${options.timeoutMs / 1000} s (backfill.requestTimeoutSeconds)`
+          : failure.kind === 'server_error'
+            ? `answered ${failure.status}`
+            : `did not answer (${failure.message})`
       if (attempt >= UNAVAILABLE_ATTEMPTS) {
         throw new BackfillError(
           'provider_unavailable',
-          `${options.name} API ${failure} to ${method} ${new URL(url).pathname}, ${attempt} times; the next pass resumes from here`,
+          `${options.name} API ${said} to ${method} ${path}, ${attempt} times; the next pass resumes from here`,
         )
       }
       await sleep(backoffDelay(RETRY_BACKOFF, attempt))
@@ -89,10 +103,10 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
       for (let limited = 1; ; limited++) {
         await waitFor(notBefore - now(), 'reported its rate limit exhausted')
         const response = await send(method, url)
-        const text = await response.text()
+        const text = response.text
         const body = parseJson(text)
         const reset = rateLimitReset(response.headers)
-        if (response.ok) {
+        if (response.status >= 200 && response.status < 300) {
           // Exhausted by this very request: the next one would be refused, so it waits for the reset.
           notBefore = reset ?? 0
           if (body === undefined && text.trim() !== '') {
@@ -154,6 +168,10 @@ function refusal(
     )
   }
   return new BackfillError('request_rejected', `${options.name} API refused ${method} ${path} ${said}`)
+}
+
+function mebibytes(bytes: number): string {
+  return `${Number((bytes / 1_048_576).toFixed(1))} MiB`
 }
 
 /** When X-RateLimit-Remaining is 0: the epoch milliseconds X-RateLimit-Reset names. */

@@ -4,6 +4,7 @@ import { storableText } from '../db/text.js'
 import { readEventId } from '../inbound/verifiers/body.js'
 import { BackfillError } from './errors.js'
 import type { SweepContext } from './pass.js'
+import { stuckGuard } from './stuck-guard.js'
 
 /**
  * The headers a backfilled row carries: it has no provider signature, and a forward passes these on,
@@ -27,6 +28,7 @@ interface ListedEvent {
 export async function stripeSweep(context: SweepContext): Promise<boolean> {
   const { config, report } = context
   let startingAfter = context.resume
+  const guard = stuckGuard('Stripe', context.resume)
   for (let page = 0; page < config.maxPagesPerPass && !context.stopping(); page++) {
     const query = new URLSearchParams({
       'created[gte]': String(Math.floor(context.since.getTime() / 1000)),
@@ -37,6 +39,11 @@ export async function stripeSweep(context: SweepContext): Promise<boolean> {
     for (const type of config.eventTypes ?? []) query.append('types[]', type)
     const answer = await context.client.request('GET', `/v1/events?${query}`)
     const { events, hasMore } = readEventList(answer.body)
+    const last = events.at(-1)
+    guard.page(
+      events.map((event) => event.id),
+      hasMore && last !== undefined ? last.id : null,
+    )
     report.pages++
     report.listed += events.length
     const results = await claimEvents(
@@ -65,7 +72,6 @@ export async function stripeSweep(context: SweepContext): Promise<boolean> {
         report.duplicates++
       }
     }
-    const last = events.at(-1)
     if (!hasMore || last === undefined) return true
     startingAfter = last.id
     await context.pageDone(startingAfter)

@@ -1,3 +1,4 @@
+import { BackfillError } from '../backfill/errors.js'
 import type { BackfillReport } from '../backfill/pass.js'
 import { runBackfillPass } from '../backfill/pass.js'
 import { loadConfig } from '../config/config.js'
@@ -16,7 +17,8 @@ export const BACKFILL_USAGE = `  hookledger backfill --source ID [--since TIME] 
 /**
  * `hookledger backfill`: one pass for one source, on the ledger directly. Claimed rows are left to
  * the running service's relay, which enqueues committed rows that have no job (relay.graceMs). The
- * exit status is 1 when the pass stopped on an error (what it did before is still printed).
+ * exit status is 1 when the pass stopped on an error (what it did before is still printed, and the
+ * error is one line on stderr).
  */
 export function runBackfillCommand(
   args: string[],
@@ -50,9 +52,16 @@ export function runBackfillCommand(
         { sql: ledger.sql, logger: io.logger },
         source,
         since === undefined ? {} : { since },
-      )
+      ).catch((error: unknown) => {
+        // pass_running: the pass never started, so there is no report, only the reason.
+        if (error instanceof BackfillError) throw new CliError(`${error.code}: ${error.message}`)
+        throw error
+      })
       io.stdout(values.json ? `${JSON.stringify(report)}\n` : describeReport(report))
-      return report.error === undefined ? 0 : 1
+      if (report.error === undefined) return 0
+      // The report says what the pass did before it stopped; stderr says why, as one line.
+      io.stderr(`hookledger backfill: ${report.error.code}: ${report.error.message}\n`)
+      return 1
     } finally {
       await ledger.close()
     }

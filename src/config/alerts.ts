@@ -58,6 +58,11 @@ export const alertsSchema = z
         pendingBacklog: threshold(10_000),
         /** The oldest PENDING event has waited longer than this. */
         oldestPendingMs: threshold(15 * 60 * 1000),
+        /**
+         * A source's last backfill pass within the window stopped on an error its next pass will meet
+         * again (a provider list going round in circles, a page over maxResponseBytes).
+         */
+        backfillStuck: z.boolean().default(true),
       })
       .strict()
       .prefault({}),

@@ -36,3 +36,18 @@ export async function pendingBacklog(client: postgres.Sql) {
     from inbound_events where status = 'pending'`
   return { count: row?.n ?? 0, oldestMs: row?.oldest_ms ?? 0 }
 }
+
+/**
+ * The errors a backfill pass meets again at every pass until a person acts: the sweep cannot move
+ * past its cursor. Transient ones (rate limits, an unavailable provider) are not among them.
+ */
+export const STUCK_BACKFILL_CODES = ['stuck_cursor', 'response_too_large'] as const
+
+/** Sources whose last backfill pass, within the last `windowMs`, stopped on a stuck error. */
+export async function stuckBackfills(client: postgres.Sql, windowMs: number) {
+  return client<Array<{ source: string; last_error_code: string; last_error: string | null }>>`
+    select source, last_error_code, last_error from backfill_cursors
+    where last_error_code = any(${[...STUCK_BACKFILL_CODES]}::text[])
+      and last_pass_at > now() - ${windowMs} * interval '1 millisecond'
+    order by source`
+}

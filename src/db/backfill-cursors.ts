@@ -109,16 +109,22 @@ export async function dropSweep(sql: postgres.Sql, source: string, token: string
     where source = ${source} and lease_token = ${token}`
 }
 
-/** Ends a pass: frees the lease and records when it ran and how it ended. */
+/**
+ * Ends a pass: frees the lease and records when it ran and how it ended (the error's code is what
+ * the backfillStuck alert reads; null for an unexpected fault).
+ */
 export async function releasePassLease(
   sql: postgres.Sql,
   source: string,
   token: string,
-  error: string | null,
+  error: { code: string | null; message: string } | null,
 ): Promise<void> {
+  const code = error?.code ?? null
+  const text = error === null ? null : error.code === null ? error.message : `${error.code}: ${error.message}`
   await sql`
     update backfill_cursors
-    set lease_token = null, lease_until = null, last_pass_at = now(), last_error = ${error}, updated_at = now()
+    set lease_token = null, lease_until = null, last_pass_at = now(), last_error = ${text},
+        last_error_code = ${code}, updated_at = now()
     where source = ${source} and lease_token = ${token}`
 }
 

@@ -14,8 +14,8 @@ export interface Retention {
 const SETTLED_OPERATIONS: OperationStatus[] = ['completed', 'compensated', 'exhausted', 'failed', 'abandoned']
 
 /**
- * Deletes DONE events older than their source's `retentionDays`, and settled outbound operations
- * older than `retention.operationDays`, in bounded batches. PENDING, PROCESSING and FAILED events
+ * Deletes DONE events and conflict records older than their source's `retentionDays`, and settled
+ * outbound operations older than `retention.operationDays`, in bounded batches. PENDING, PROCESSING and FAILED events
  * and open operations are never deleted: they are work still owed (or owed a human look). Sources
  * no longer in the config are left alone rather than guessed at.
  */
@@ -30,6 +30,7 @@ export function startRetention(deps: { sql: postgres.Sql; config: Config; logger
     const operations = await sweepOperations()
     const evidence = await sweepEvidence()
     const redeliveries = await sweepRedeliveries()
+    const conflicts = await sweepConflicts()
     if (events > 0) deps.logger.info({ deleted: events }, 'retention deleted expired DONE events')
     if (operations + evidence > 0) {
       deps.logger.info({ operations, evidence }, 'retention deleted expired operations and evidence')
@@ -37,7 +38,8 @@ export function startRetention(deps: { sql: postgres.Sql; config: Config; logger
     if (redeliveries > 0) {
       deps.logger.info({ deleted: redeliveries }, 'retention deleted expired redelivery requests')
     }
-    return events + operations + evidence + redeliveries
+    if (conflicts > 0) deps.logger.info({ deleted: conflicts }, 'retention deleted expired conflict records')
+    return events + operations + evidence + redeliveries + conflicts
   }
 
   const sweepEvents = async () => {
@@ -135,6 +137,34 @@ export function startRetention(deps: { sql: postgres.Sql; config: Config; logger
           where r.requested_at < now() - coalesce(kept.hours, ${DEFAULT_RETENTION_DAYS * 24}) * interval '1 hour'
           limit ${batchSize}
           for update of r skip locked)`
+      total += deleted.count
+      if (deleted.count < batchSize || stopped) break
+    }
+    return total
+  }
+
+  /**
+   * The record of each delivery that reused an event id with another body (inbound_conflicts): it is
+   * evidence about the source's events, kept as long as they are (the source's retentionDays; a
+   * source no longer configured, the default retention). Nothing else deletes these rows, and a
+   * provider that keeps sending changed copies (a backfill list going round in circles, once) would
+   * otherwise grow the table for ever.
+   */
+  const sweepConflicts = async () => {
+    const sources = [...deps.config.sources].map(([id, source]) => ({
+      id,
+      days: source.config.retentionDays,
+    }))
+    let total = 0
+    for (;;) {
+      const deleted = await deps.sql`
+        delete from inbound_conflicts where id in (
+          select c.id from inbound_conflicts c
+          left join unnest(${sources.map((s) => s.id)}::text[], ${sources.map((s) => s.days)}::int[])
+            as kept(source, days) on kept.source = c.source
+          where c.received_at < now() - coalesce(kept.days, ${DEFAULT_RETENTION_DAYS}) * interval '1 day'
+          limit ${batchSize}
+          for update of c skip locked)`
       total += deleted.count
       if (deleted.count < batchSize || stopped) break
     }

@@ -174,7 +174,10 @@ export const inboundConflicts = pgTable(
     originalPayloadHash: text('original_payload_hash').notNull(),
     receivedAt: timestamptz('received_at').notNull().defaultNow(),
   },
-  (t) => [index('inbound_conflicts_source_event_idx').on(t.source, t.eventId)],
+  (t) => [
+    index('inbound_conflicts_source_event_idx').on(t.source, t.eventId),
+    index('inbound_conflicts_received_idx').on(t.receivedAt),
+  ],
 )
 
 /**
@@ -223,6 +226,8 @@ export const backfillCursors = pgTable('backfill_cursors', {
   leaseUntil: timestamptz('lease_until'),
   lastPassAt: timestamptz('last_pass_at'),
   lastError: text('last_error'),
+  /** The code of the BackfillError that stopped the last pass (the backfillStuck alert reads it). */
+  lastErrorCode: text('last_error_code'),
   updatedAt: timestamptz('updated_at').notNull().defaultNow(),
 })
 

@@ -201,6 +201,43 @@ describe('retention of backfill redelivery requests', () => {
   })
 })
 
+describe('retention of conflict records', () => {
+  async function conflict(source: string, eventId: string, ageHours: number) {
+    await database.sql`
+      insert into inbound_conflicts (source, event_id, payload_hash, original_payload_hash, received_at)
+      values (${source}, ${eventId}, ${'a'.repeat(64)}, ${'b'.repeat(64)}, now() - ${ageHours} * interval '1 hour')`
+  }
+
+  it("keeps them as long as the source's events, and the default retention for a removed source", async () => {
+    // acme keeps its events 30 days, brief 1 day; retired is no longer configured (default 30 days).
+    for (let i = 0; i < 3; i++) await conflict('acme', `acme-31d-${i}`, 31 * 24)
+    await conflict('acme', 'acme-29d', 29 * 24)
+    await conflict('brief', 'brief-25h', 25)
+    await conflict('brief', 'brief-23h', 23)
+    await conflict('retired', 'retired-31d', 31 * 24)
+    await conflict('retired', 'retired-29d', 29 * 24)
+    const source = (id: string, retentionDays: number) => ({
+      id,
+      verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
+      handler: { type: 'forward', url: 'http://127.0.0.1:9/unused' },
+      retentionDays,
+    })
+    const config = buildConfig(
+      { sources: [source('acme', 30), source('brief', 1)], retention: { batchSize: 2 } },
+      () => undefined,
+    )
+    const retention = startRetention({ sql: database.sql, config, logger: createLogger('silent') })
+    try {
+      expect(await retention.sweep()).toBe(5)
+      const left = await database.sql`select event_id from inbound_conflicts order by event_id`
+      expect(left.map((row) => row.event_id)).toEqual(['acme-29d', 'brief-23h', 'retired-29d'])
+      expect(await retention.sweep()).toBe(0)
+    } finally {
+      await retention.stop()
+    }
+  })
+})
+
 describe('retention warnings', () => {
   it("warns when a source's retention ends before its provider stops retrying", () => {
     // Standard Webhooks senders retry for about 75 h: 2 days is too short, 4 days is enough.
