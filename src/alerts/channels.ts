@@ -12,6 +12,7 @@ export type AlertCondition =
   | 'pending_backlog'
   | 'oldest_pending'
   | 'backfill_stuck'
+  | 'backpressure'
 
 /** One alert as a person reads it. */
 export interface Alert {

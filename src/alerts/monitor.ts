@@ -6,6 +6,7 @@ import {
   staleApprovals,
   staleReconciliations,
   stuckBackfills,
+  unfinishedAtLeast,
 } from '../db/alert-queries.js'
 import type { CircuitView, Destination } from '../delivery/guard.js'
 import type { Logger } from '../logger.js'
@@ -142,6 +143,16 @@ export function createAlertMonitor(deps: {
           details: { approvals: waiting },
         })
       }
+    }
+    const maxBacklog = deps.config.file.server.backpressure.maxBacklog
+    if (conditions.backpressure && maxBacklog !== null && (await unfinishedAtLeast(deps.sql, maxBacklog))) {
+      notify({
+        condition: 'backpressure',
+        subject: 'events',
+        summary: `${maxBacklog} or more events are unfinished (server.backpressure.maxBacklog): new deliveries and agents' claims are refused with 429 until the workers catch up`,
+        path: '/admin/events?status=pending',
+        details: { maxBacklog },
+      })
     }
     if (conditions.pendingBacklog !== null || conditions.oldestPendingMs !== null) {
       const backlog = await pendingBacklog(deps.sql)

@@ -9,6 +9,7 @@ import {
   backfillProvider,
   DEFAULT_API_BASE_URL,
 } from '../backfill/config.js'
+import { backpressureSchema } from '../inbound/backpressure.js'
 import { dedupKeySchema } from '../inbound/dedup-key.js'
 import { evidenceRulesSchema } from '../inbound/evidence-rules.js'
 import {
@@ -117,6 +118,8 @@ export const configFileSchema = z.object({
        * is being closed under it (a reset for the next request).
        */
       keepAliveTimeoutMs: z.number().int().min(1000).max(600_000).default(65_000),
+      /** When the ledger cannot keep up: 429 with Retry-After for new deliveries and agents' claims. */
+      backpressure: backpressureSchema,
     })
     // Node refuses to start a server whose headers timeout exceeds its request timeout.
     .refine((server) => server.headersTimeoutMs <= server.requestTimeoutMs, {

@@ -37,6 +37,14 @@ export async function pendingBacklog(client: postgres.Sql) {
   return { count: row?.n ?? 0, oldestMs: row?.oldest_ms ?? 0 }
 }
 
+/** Whether at least `bound` events are unfinished (PENDING or PROCESSING); stops counting at the bound. */
+export async function unfinishedAtLeast(client: postgres.Sql, bound: number): Promise<boolean> {
+  const [row] = await client<Array<{ n: number }>>`
+    select count(*)::int as n from (select 1 from inbound_events
+      where status in ('pending', 'processing') limit ${bound}) backlog`
+  return (row?.n ?? 0) >= bound
+}
+
 /**
  * The errors a backfill pass meets again at every pass until a person acts: the sweep cannot move
  * past its cursor. Transient ones (rate limits, an unavailable provider) are not among them.

@@ -33,12 +33,17 @@ const key = (source: string, eventId: string) => `${source}\u0000${eventId}`
  * For a source that dedups on the body, the (source, body_key) index is a second arbiter of the same
  * statement, so concurrent replays of one body under fresh ids meet there the same way.
  */
-export async function claimEvents(sql: postgres.Sql, events: readonly NewEvent[]): Promise<ClaimResult[]> {
+export async function claimEvents(
+  sql: postgres.Sql,
+  events: readonly NewEvent[],
+  /** Told the transaction id that committed new rows, and how many (backpressure's exact count). */
+  onInserted?: (xid: string, rows: number) => void,
+): Promise<ClaimResult[]> {
   if (events.length === 0) return []
   // Arrays, one per column, unnested in order: the first delivery of a key in the batch wins. Bodies
   // travel as hex because postgres-js sends no bytea arrays.
   // The parsed body goes to inbound_event_payloads in the same statement, for the payload search.
-  const inserted = await sql<Array<{ id: string; source: string; event_id: string }>>`
+  const inserted = await sql<Array<{ id: string; source: string; event_id: string; xid: string }>>`
     with inserted as (
     insert into inbound_events (source, event_id, event_type, payload_hash, body, headers, body_key, origin)
     select source, event_id, event_type, payload_hash, decode(body, 'hex'), headers::jsonb, body_key, origin
@@ -59,7 +64,9 @@ export async function claimEvents(sql: postgres.Sql, events: readonly NewEvent[]
       insert into inbound_event_payloads (event_row_id, body)
       select inserted.id, parsed from inserted, hookledger_body_json(inserted.body) as parsed
       where parsed is not null)
-    select id, source, event_id from inserted`
+    select id, source, event_id, pg_current_xact_id()::text as xid from inserted`
+  const [first] = inserted
+  if (first !== undefined) onInserted?.(first.xid, inserted.length)
   const insertedIds = new Map(inserted.map((row) => [key(row.source, row.event_id), row.id]))
 
   // A key inserted by this statement is accepted for its first delivery in the batch only.
@@ -134,6 +141,7 @@ export async function claimEvents(sql: postgres.Sql, events: readonly NewEvent[]
       const again = await claimEvents(
         sql,
         retry.flatMap((i) => events[i] ?? []),
+        onInserted,
       )
       for (const [position, index] of retry.entries()) results[index] = again[position]
     }
@@ -143,6 +151,8 @@ export async function claimEvents(sql: postgres.Sql, events: readonly NewEvent[]
 
 export interface ClaimBatcher {
   claim(event: NewEvent): Promise<ClaimResult>
+  /** Claims gathering or in a statement now (backpressure's claim queue). */
+  queued(): number
 }
 
 const MAX_BATCH = 100
@@ -155,16 +165,25 @@ const MAX_BATCH = 100
  */
 export function createClaimBatcher(
   sql: postgres.Sql,
-  hooks: { beforeCommit?: () => void; afterCommit?: () => void } = {},
+  hooks: {
+    beforeCommit?: () => void
+    afterCommit?: () => void
+    /** How long each claim statement took (backpressure watches its p99). */
+    observe?: (ms: number) => void
+    /** The transaction that committed new rows, and how many (backpressure counts them). */
+    inserted?: (xid: string, rows: number) => void
+  } = {},
 ): ClaimBatcher {
   const batcher = createBatcher<NewEvent, ClaimResult>(
     async (events) => {
+      const started = performance.now()
       hooks.beforeCommit?.()
-      const results = await claimEvents(sql, events)
+      const results = await claimEvents(sql, events, hooks.inserted)
       hooks.afterCommit?.()
+      hooks.observe?.(performance.now() - started)
       return results
     },
     { maxBatch: MAX_BATCH },
   )
-  return { claim: (event) => batcher.run(event) }
+  return { claim: (event) => batcher.run(event), queued: () => batcher.size() }
 }

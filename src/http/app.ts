@@ -6,6 +6,7 @@ import type { Config } from '../config/config.js'
 import type { ClaimBatcher } from '../db/claims.js'
 import type { Database } from '../db/client.js'
 import type { CircuitView } from '../delivery/guard.js'
+import { type Backpressure, noBackpressure } from '../inbound/backpressure.js'
 import type { Logger } from '../logger.js'
 import type { Metrics } from '../metrics.js'
 import { agentProtocol } from '../outbound/agent.js'
@@ -23,6 +24,8 @@ export interface AppDependencies {
   config: Config
   db: Database
   claims: ClaimBatcher
+  /** Refuses new work with 429 when the ledger cannot keep up; absent, nothing is refused. */
+  backpressure?: Backpressure
   enqueuer: Enqueuer
   logger: Logger
   metrics: Metrics
@@ -62,6 +65,7 @@ export function createApp(deps: AppDependencies) {
           db: deps.db,
           protocol: agentProtocol(outbound),
           agentTokens: agentTokensOf(deps.agentToken, deps.config.agentTokens),
+          backpressure: deps.backpressure ?? noBackpressure,
           bodyLimitBytes: deps.config.file.server.operationsBodyLimitBytes,
         }),
       )

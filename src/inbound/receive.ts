@@ -3,6 +3,7 @@ import type { Source } from '../config/config.js'
 import type { ClaimBatcher } from '../db/claims.js'
 import { isLedgerUnavailable } from '../db/client.js'
 import { storableText } from '../db/text.js'
+import type { Backpressure, Refusal } from './backpressure.js'
 import { buildDedupKey } from './dedup-key.js'
 import type { RejectionCode } from './verifiers/index.js'
 
@@ -14,9 +15,13 @@ export type ReceiveOutcome =
   | { kind: 'rejected'; code: RejectionCode; message: string }
   | { kind: 'handshake'; body: unknown }
   | { kind: 'ledger_unavailable'; cause: unknown }
+  /** The ledger cannot keep up: refused before the claim, so nothing was written (429, Retry-After). */
+  | { kind: 'busy'; refusal: Refusal }
 
 export interface ReceiveDependencies {
   claims: ClaimBatcher
+  /** Absent: no bound (an app built without one). */
+  backpressure?: Backpressure
   now?: () => number
 }
 
@@ -43,6 +48,9 @@ export async function receiveDelivery(
           headers,
         })
   if (typeof eventId !== 'string') return eventId
+  // After the signature (a sender with a bad secret keeps getting 401), before anything is written.
+  const refusal = deps.backpressure?.refusal()
+  if (refusal !== undefined) return { kind: 'busy', refusal }
   const payloadHash = createHash('sha256').update(raw).digest('hex')
   // The raw bytes are stored as they came (bytea); the text derived from them is made storable here,
   // so a NUL in a signed `type` can fail neither this delivery nor its batch neighbours. The event id

@@ -21,6 +21,7 @@ import { createFailpoints } from '../failpoints.js'
 import type { EventHandler, SourceHandler } from '../handlers/types.js'
 import { createApp, createHealthApp } from '../http/app.js'
 import type { ReadinessCheck } from '../http/routes/health.js'
+import { createBackpressure } from '../inbound/backpressure.js'
 import { evidenceIntake } from '../inbound/evidence.js'
 import { createLogger, type Logger } from '../logger.js'
 import { createMetrics } from '../metrics.js'
@@ -173,6 +174,23 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       ? { name: 'redis', check: () => backend.ping() }
       : { name: 'queue', check: async () => {}, ok: 'in-process' },
   ]
+  const claims = createClaimBatcher(ledger.sql, {
+    beforeCommit: () => failpoints.hit('receive.before_commit'),
+    afterCommit: () => failpoints.hit('receive.after_commit'),
+    observe: (ms) => backpressure?.observeClaim(ms),
+    inserted: (xid, rows) => backpressure?.inserted(xid, rows),
+  })
+  const backpressure =
+    role === 'worker'
+      ? undefined
+      : createBackpressure({
+          settings: config.file.server.backpressure,
+          sql: ledger.sql,
+          claimQueue: claims.queued,
+          logger,
+          metrics,
+        })
+  backpressure?.start()
   // A worker-only process serves /healthz and /readyz alone, so orchestrators can watch it too.
   const app =
     role === 'worker'
@@ -180,10 +198,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       : createApp({
           config,
           db: ledger.db,
-          claims: createClaimBatcher(ledger.sql, {
-            beforeCommit: () => failpoints.hit('receive.before_commit'),
-            afterCommit: () => failpoints.hit('receive.after_commit'),
-          }),
+          claims,
+          backpressure,
           enqueuer,
           logger,
           metrics,
@@ -198,6 +214,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   // What the app stands on, stopped last by close(), or at once when the address cannot be had, so
   // that a library caller's process can end.
   const stopFoundations = async () => {
+    await settlesWithin(backpressure?.stop() ?? Promise.resolve(), 2000)
     await settlesWithin(alerts?.stop() ?? Promise.resolve(), 5000)
     await settlesWithin(delivery.close(), 2000)
     await settlesWithin(queue.close(), 2000)

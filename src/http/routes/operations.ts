@@ -8,10 +8,11 @@ import { findOperation, listAttempts } from '../../db/operation-queries.js'
 import type { OperationRow, OperationStatus } from '../../db/operation-rows.js'
 import { operationStatus } from '../../db/outbound-schema.js'
 import { unstorableText } from '../../db/text.js'
+import type { Backpressure } from '../../inbound/backpressure.js'
 import type { AgentCaller, AgentClaim, AgentProtocol, AgentReport } from '../../outbound/agent.js'
 import { agentKeyOf, agentLedgerKey, MAX_AGENT_KEY_LENGTH } from '../../outbound/keys.js'
 import { MAX_WAIT_MS, waitForOperation } from '../../outbound/wait.js'
-import { ApiError } from '../errors.js'
+import { ApiError, busy } from '../errors.js'
 import { type AgentVariables, agentAuth } from '../middleware/agent-auth.js'
 import { limitBody } from '../middleware/body-limit.js'
 import { parseJsonBody } from '../validate.js'
@@ -60,6 +61,7 @@ export function operationRoutes(deps: {
   protocol: AgentProtocol
   agentTokens: readonly AgentToken[]
   bodyLimitBytes: number
+  backpressure: Backpressure
 }) {
   return new Hono<{ Variables: AgentVariables }>()
     .use('*', agentAuth(deps.agentTokens))
@@ -67,6 +69,9 @@ export function operationRoutes(deps: {
     .post('/claim', async (c) => {
       const body = await parseJsonBody(c, claimBody)
       const target = scopedKey(c, body.key)
+      // A claim writes to the ledger like a delivery: refused the same way when it cannot keep up.
+      const refusal = deps.backpressure.refusal()
+      if (refusal !== undefined) throw busy(refusal)
       const token = c.get('agent')
       if (token.tools !== null && !token.tools.has(body.tool)) {
         throw new ApiError(403, 'tool_out_of_scope', `this token may not use the tool '${body.tool}'`)

@@ -3,17 +3,19 @@ import type { RequestIdVariables } from 'hono/request-id'
 import { assertNever } from '../../assert.js'
 import type { Config, Source } from '../../config/config.js'
 import type { ClaimBatcher } from '../../db/claims.js'
+import type { Backpressure } from '../../inbound/backpressure.js'
 import { type ReceiveOutcome, receiveDelivery } from '../../inbound/receive.js'
 import type { RejectionCode } from '../../inbound/verifiers/index.js'
 import type { Logger } from '../../logger.js'
 import { type Metrics, UNKNOWN_SOURCE_LABEL } from '../../metrics.js'
 import type { Enqueuer } from '../../queue/enqueuer.js'
-import { ApiError } from '../errors.js'
+import { ApiError, busy } from '../errors.js'
 import { limitBody } from '../middleware/body-limit.js'
 
 export interface WebhookRouteDependencies {
   config: Config
   claims: ClaimBatcher
+  backpressure?: Backpressure
   enqueuer: Enqueuer
   logger: Logger
   metrics: Metrics
@@ -96,6 +98,8 @@ export function webhookRoutes(deps: WebhookRouteDependencies) {
       case 'rejected':
         log().info({ code: outcome.code }, 'delivery rejected')
         throw new ApiError(REJECTION_STATUS[outcome.code], outcome.code, outcome.message)
+      case 'busy':
+        throw busy(outcome.refusal)
       case 'ledger_unavailable':
         throw new ApiError(503, 'ledger_unavailable', 'the event ledger is unreachable; retry later', {
           headers: { 'Retry-After': '5' },
