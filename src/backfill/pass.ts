@@ -81,7 +81,8 @@ const OVERLAP_MS = 5 * 60_000
  * The pass lease; every finished page extends it, so only a pass that stopped making progress loses
  * it. It outlasts the longest rate-limit wait a pass sits out, plus a few slow requests.
  */
-const leaseMs = (backfill: SourceBackfill) =>
+/** How long a pass holds its source; the loop also logs a pass still running after this as stuck. */
+export const passLeaseMs = (backfill: SourceBackfill) =>
   Math.max(5 * 60_000, backfill.config.maxWaitSeconds * 1000 + 2 * 60_000)
 
 /**
@@ -106,7 +107,7 @@ export async function runBackfillPass(
     )
   }
   const now = deps.now ?? Date.now
-  const lease = await takePassLease(deps.sql, id, leaseMs(backfill))
+  const lease = await takePassLease(deps.sql, id, passLeaseMs(backfill))
   if (!('token' in lease)) {
     throw new BackfillError(
       'pass_running',
@@ -156,7 +157,7 @@ export async function runBackfillPass(
         id,
         token,
         explicit ? null : { since, startedAt: sweepStartedAt, resume },
-        leaseMs(backfill),
+        passLeaseMs(backfill),
       ),
   }
   try {

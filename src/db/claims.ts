@@ -1,5 +1,6 @@
 import type postgres from 'postgres'
 import { createBatcher } from './batcher.js'
+import { withLedgerDeadline } from './client.js'
 
 export interface NewEvent {
   source: string
@@ -155,7 +156,15 @@ const MAX_BATCH = 100
  */
 export function createClaimBatcher(
   sql: postgres.Sql,
-  hooks: { beforeCommit?: () => void; afterCommit?: () => void } = {},
+  hooks: {
+    beforeCommit?: () => void
+    afterCommit?: () => void
+    /**
+     * A claim not answered by then is a lost ledger (503): its statement's own deadline starts only
+     * once it has a connection, and while the path is silent, reconnecting takes the connect timeout.
+     */
+    deadlineMs?: number
+  } = {},
 ): ClaimBatcher {
   const batcher = createBatcher<NewEvent, ClaimResult>(
     async (events) => {
@@ -166,5 +175,9 @@ export function createClaimBatcher(
     },
     { maxBatch: MAX_BATCH },
   )
-  return { claim: (event) => batcher.run(event) }
+  const { deadlineMs } = hooks
+  return {
+    claim: (event) =>
+      deadlineMs === undefined ? batcher.run(event) : withLedgerDeadline(batcher.run(event), deadlineMs),
+  }
 }
