@@ -181,6 +181,9 @@ describe('PostgreSQL path blackholed under load', () => {
     console.log(
       `all ${accepted.length} accepted events forwarded ${Date.now() - forwardedAt} ms after the path came back`,
     )
+    // The loops said what held them, instead of waiting in silence.
+    expect(running.output()).toContain('relay pass failed')
+    expect(running.output()).toContain('STATEMENT_TIMEOUT')
     expect(running.process.exitCode).toBeNull()
     expect(running.process.signalCode).toBeNull()
     expect((await fetch(`${running.url}/readyz`)).status).toBe(200)
