@@ -8,6 +8,7 @@ import {
   stuckBackfills,
   unfinishedAtLeast,
 } from '../db/alert-queries.js'
+import { DEFAULT_STUCK_AFTER_MS, watchPass } from '../deadline.js'
 import type { CircuitView, Destination } from '../delivery/guard.js'
 import type { Logger } from '../logger.js'
 import { stepKey } from '../outbound/keys.js'
@@ -36,6 +37,8 @@ export function createAlertMonitor(deps: {
   sql: postgres.Sql
   outbound: OutboundLedger
   logger: Logger
+  /** A check running this long is logged as stuck (every this long until it ends). */
+  stuckAfterMs?: number
 }): AlertMonitor {
   const settings = deps.config.file.alerts
   const channels = deps.config.alertChannels
@@ -184,7 +187,11 @@ export function createAlertMonitor(deps: {
       const tick = () => {
         timer = setTimeout(async () => {
           try {
-            await check(circuits)
+            await watchPass(check(circuits), {
+              logger: deps.logger,
+              loop: 'alerts',
+              stuckAfterMs: deps.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS,
+            })
           } catch (error) {
             deps.logger.warn({ err: error }, 'alert conditions could not be checked; trying again')
           }

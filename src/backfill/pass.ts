@@ -83,7 +83,8 @@ const OVERLAP_MS = 5 * 60_000
  * it. It outlasts the longest rate-limit wait a pass sits out, and a request's every attempt run to
  * its deadline, plus a few slow requests.
  */
-const leaseMs = (backfill: SourceBackfill) =>
+/** How long a pass holds its source; the loop also logs a pass still running after this as stuck. */
+export const passLeaseMs = (backfill: SourceBackfill) =>
   Math.max(
     5 * 60_000,
     backfill.config.maxWaitSeconds * 1000 + 2 * 60_000,
@@ -112,7 +113,7 @@ export async function runBackfillPass(
     )
   }
   const now = deps.now ?? Date.now
-  const lease = await takePassLease(deps.sql, id, leaseMs(backfill))
+  const lease = await takePassLease(deps.sql, id, passLeaseMs(backfill))
   if (!('token' in lease)) {
     throw new BackfillError(
       'pass_running',
@@ -162,7 +163,7 @@ export async function runBackfillPass(
         id,
         token,
         explicit ? null : { since, startedAt: sweepStartedAt, resume },
-        leaseMs(backfill),
+        passLeaseMs(backfill),
       ),
   }
   try {
@@ -178,7 +179,7 @@ export async function runBackfillPass(
       thrown instanceof LeaseLostError
         ? new BackfillError(
             'lease_lost',
-            `the pass made no progress for longer than its lease (${Math.round(leaseMs(backfill) / 60_000)} min) ` +
+            `the pass made no progress for longer than its lease (${Math.round(passLeaseMs(backfill) / 60_000)} min) ` +
               `and another pass took source '${id}' over; this one stopped without writing more`,
           )
         : thrown

@@ -108,3 +108,27 @@ describe('evidence rules and dedup keys in the config', () => {
     }
   })
 })
+
+describe('database.statementTimeoutMs', () => {
+  const one = { sources: [file.sources[0]] }
+
+  it('has a deadline for each part of the process by default, and takes one part set alone', () => {
+    expect(buildConfig(one, lookup).file.database.statementTimeoutMs).toEqual({
+      request: 5000,
+      worker: 15_000,
+      relay: 10_000,
+      retention: 60_000,
+      reconciler: 15_000,
+      alerts: 30_000,
+      backfill: 15_000,
+    })
+    const set = buildConfig({ ...one, database: { statementTimeoutMs: { request: 2000 } } }, lookup)
+    expect(set.file.database.statementTimeoutMs).toMatchObject({ request: 2000, worker: 15_000 })
+  })
+
+  it('refuses a deadline under 100 ms, naming the part', () => {
+    expect(() => buildConfig({ ...one, database: { statementTimeoutMs: { relay: 10 } } }, lookup)).toThrow(
+      /database\.statementTimeoutMs\.relay: Too small/,
+    )
+  })
+})

@@ -29,6 +29,8 @@ const SOURCE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
 /** How long a source keeps its DONE events when its config does not say (`retentionDays`). */
 export const DEFAULT_RETENTION_DAYS = 30
 
+const statementTimeout = (defaultMs: number) => z.number().int().min(100).max(3_600_000).default(defaultMs)
+
 const forwardHandlerSchema = z.object({
   type: z.literal('forward'),
   url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }),
@@ -199,6 +201,26 @@ export const configFileSchema = z.object({
        * + 4 for --role worker, worker.concurrency + 8 for --role all (see ledgerPoolSize in src/db/client.ts).
        */
       poolSize: z.number().int().min(2).max(1000).optional(),
+      /**
+       * How long a statement may wait for its answer, per part of the process; past it the statement
+       * fails (a request answers 503) and its connection is dropped. A silent network gives no error
+       * of its own, so this is what notices it (see openLedger in src/db/client.ts).
+       */
+      statementTimeoutMs: z
+        .object({
+          /** The HTTP routes: a provider waits for the answer (many give up after 10-30 s). */
+          request: statementTimeout(5000),
+          /** Jobs: leases, DONE marks, the outbound ledger, a code handler's transaction statements. */
+          worker: statementTimeout(15_000),
+          relay: statementTimeout(10_000),
+          /** Deletes in batches of `retention.batchSize`. */
+          retention: statementTimeout(60_000),
+          reconciler: statementTimeout(15_000),
+          /** The alert conditions count over the ledger's tables. */
+          alerts: statementTimeout(30_000),
+          backfill: statementTimeout(15_000),
+        })
+        .prefault({}),
     })
     .prefault({}),
   queue: z

@@ -1,5 +1,6 @@
 import type postgres from 'postgres'
 import { createBatcher } from './batcher.js'
+import { withLedgerDeadline } from './client.js'
 
 export interface NewEvent {
   source: string
@@ -172,6 +173,11 @@ export function createClaimBatcher(
     observe?: (ms: number) => void
     /** The transaction that committed new rows, and how many (backpressure counts them). */
     inserted?: (xid: string, rows: number) => void
+    /**
+     * A claim not answered by then is a lost ledger (503): its statement's own deadline starts only
+     * once it has a connection, and while the path is silent, reconnecting takes the connect timeout.
+     */
+    deadlineMs?: number
   } = {},
 ): ClaimBatcher {
   const batcher = createBatcher<NewEvent, ClaimResult>(
@@ -185,5 +191,10 @@ export function createClaimBatcher(
     },
     { maxBatch: MAX_BATCH },
   )
-  return { claim: (event) => batcher.run(event), queued: () => batcher.size() }
+  const { deadlineMs } = hooks
+  return {
+    claim: (event) =>
+      deadlineMs === undefined ? batcher.run(event) : withLedgerDeadline(batcher.run(event), deadlineMs),
+    queued: () => batcher.size(),
+  }
 }

@@ -1,5 +1,6 @@
 import type postgres from 'postgres'
 import { type Config, DEFAULT_RETENTION_DAYS } from '../config/config.js'
+import { DEFAULT_STUCK_AFTER_MS, watchPass } from '../deadline.js'
 import { providerRetryHorizonSeconds } from '../inbound/verifiers/index.js'
 import type { Logger } from '../logger.js'
 import type { OperationStatus } from './outbound-schema.js'
@@ -19,7 +20,13 @@ const SETTLED_OPERATIONS: OperationStatus[] = ['completed', 'compensated', 'exha
  * and open operations are never deleted: they are work still owed (or owed a human look). Sources
  * no longer in the config are left alone rather than guessed at.
  */
-export function startRetention(deps: { sql: postgres.Sql; config: Config; logger: Logger }): Retention {
+export function startRetention(deps: {
+  sql: postgres.Sql
+  config: Config
+  logger: Logger
+  /** A sweep running this long is logged as stuck (every this long until it ends). */
+  stuckAfterMs?: number
+}): Retention {
   const { intervalMs, batchSize, operationDays } = deps.config.file.retention
   let stopped = false
   let timer: NodeJS.Timeout | undefined
@@ -173,7 +180,11 @@ export function startRetention(deps: { sql: postgres.Sql; config: Config; logger
 
   const loop = () => {
     if (stopped) return
-    running = sweep()
+    running = watchPass(sweep(), {
+      logger: deps.logger,
+      loop: 'retention',
+      stuckAfterMs: deps.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS,
+    })
       .catch((error: unknown) => deps.logger.warn({ err: error }, 'retention sweep failed; retrying later'))
       .finally(() => {
         if (!stopped) timer = setTimeout(loop, intervalMs)

@@ -1,5 +1,5 @@
 import type { Config } from '../config/config.js'
-import type { Ledger } from '../db/client.js'
+import type { LedgerView } from '../db/client.js'
 import type { EventInvoker } from '../handlers/types.js'
 import type { Logger } from '../logger.js'
 import { addGauge, type Metrics } from '../metrics.js'
@@ -27,7 +27,7 @@ export function startDeliveryControl(deps: {
   config: Config
   redisUrl: string | undefined
   queuePrefix: string
-  ledger: Ledger
+  ledger: LedgerView
   logger: Logger
   metrics: Metrics
   invoker: EventInvoker

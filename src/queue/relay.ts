@@ -2,6 +2,7 @@ import { and, asc, inArray, isNotNull, isNull, lt, sql } from 'drizzle-orm'
 import type { ConfigFile } from '../config/config.js'
 import type { Database } from '../db/client.js'
 import { inboundEvents } from '../db/schema.js'
+import { DEFAULT_STUCK_AFTER_MS, watchPass } from '../deadline.js'
 import type { Logger } from '../logger.js'
 import type { JobQueue } from './backend.js'
 import type { Enqueuer } from './enqueuer.js'
@@ -17,6 +18,8 @@ export interface RelayDependencies {
   resumeAtStart?: boolean
   /** Milliseconds now; tests move it by hand. */
   clock?: () => number
+  /** A pass running this long is logged as stuck (every this long until it ends). */
+  stuckAfterMs?: number
 }
 
 export interface Relay {
@@ -68,7 +71,11 @@ export function startRelay(deps: RelayDependencies): Relay {
 
   const loop = () => {
     if (stopped) return
-    running = tick()
+    running = watchPass(tick(), {
+      logger: deps.logger,
+      loop: 'relay',
+      stuckAfterMs: deps.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS,
+    })
       .then(() => {
         if (failing) deps.logger.info('relay recovered')
         failing = false

@@ -8,7 +8,7 @@ import { backfillMetrics } from '../backfill/metrics.js'
 import { type Config, loadConfig } from '../config/config.js'
 import { type Environment, EnvironmentError } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
-import { ledgerPoolSize, openLedger } from '../db/client.js'
+import { ledgerPoolSize, openLedger, scopeLedger } from '../db/client.js'
 import { checkDedupKeys } from '../db/dedup-keys.js'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
 import { addLedgerGauges } from '../db/gauges.js'
@@ -111,7 +111,17 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     )
   }
   await migrateLedger(databaseUrl, logger)
-  const ledger = openLedger(databaseUrl, { max: poolSize })
+  const timeouts = config.file.database.statementTimeoutMs
+  const ledger = openLedger(databaseUrl, {
+    max: poolSize,
+    statementTimeoutMs: Math.max(...Object.values(timeouts)),
+    // A transaction waits for its handler between two statements (a code handler's, under its deadline).
+    idleInTransactionMs: config.file.worker.handlerTimeoutMs + IDLE_IN_TRANSACTION_MARGIN_MS,
+  })
+  // Each part of the process bounds its statements by its own deadline; a pass of a loop that runs
+  // twice that long is logged as stuck.
+  const scopes = scopeLedger(ledger, timeouts)
+  const stuckAfterMs = (scope: keyof typeof timeouts) => 2 * timeouts[scope]
   const deploymentId = await readDeploymentId(ledger.db)
   try {
     await checkDedupKeys(ledger.sql, config, logger)
@@ -136,11 +146,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       ? createInProcessBackend()
       : createBullmqBackend({ url: env.REDIS_URL, prefix: queuePrefix })
   const queue = backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions)
-  const enqueuer = createEnqueuer({ queue, sql: ledger.sql, logger, failpoints })
+  const enqueuer = createEnqueuer({ queue, sql: scopes.worker.sql, logger, failpoints })
 
   const reconcileQueue = backend.queue<ReconcileJobData>(RECONCILE_QUEUE, reconcileJobOptions)
   const outbound = createOutboundLedger({
-    db: ledger.db,
+    db: scopes.worker.db,
     logger,
     settings: config.file.outbound,
     scheduler: reconcileScheduler(reconcileQueue),
@@ -149,15 +159,24 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   })
 
   const metrics = createMetrics()
-  addLedgerGauges(metrics, ledger.sql, queue)
-  addOutboundGauges(metrics, ledger.sql)
-  const alerts = runsWorker ? createAlertMonitor({ config, sql: ledger.sql, outbound, logger }) : undefined
+  // Read when /metrics is scraped: a request.
+  addLedgerGauges(metrics, scopes.request.sql, queue)
+  addOutboundGauges(metrics, scopes.request.sql)
+  const alerts = runsWorker
+    ? createAlertMonitor({
+        config,
+        sql: scopes.alerts.sql,
+        outbound,
+        logger,
+        stuckAfterMs: stuckAfterMs('alerts'),
+      })
+    : undefined
   // Every role: the worker guards its deliveries, the api shows the circuits on /metrics and the admin page.
   const delivery = startDeliveryControl({
     config,
     redisUrl: env.REDIS_URL,
     queuePrefix,
-    ledger,
+    ledger: scopes.worker,
     logger,
     metrics,
     invoker: eventInvoker(outbound),
@@ -169,12 +188,13 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   })
   alerts?.start(delivery)
   const readiness: ReadinessCheck[] = [
-    { name: 'postgres', check: () => ledger.db.execute(sql`select 1`) },
+    { name: 'postgres', check: () => scopes.request.db.execute(sql`select 1`) },
     backend.kind === 'bullmq'
       ? { name: 'redis', check: () => backend.ping() }
       : { name: 'queue', check: async () => {}, ok: 'in-process' },
   ]
-  const claims = createClaimBatcher(ledger.sql, {
+  const claims = createClaimBatcher(scopes.request.sql, {
+    deadlineMs: timeouts.request,
     beforeCommit: () => failpoints.hit('receive.before_commit'),
     afterCommit: () => failpoints.hit('receive.after_commit'),
     observe: (ms) => backpressure?.observeClaim(ms),
@@ -185,7 +205,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       ? undefined
       : createBackpressure({
           settings: config.file.server.backpressure,
-          sql: ledger.sql,
+          sql: scopes.request.sql,
           claimQueue: claims.queued,
           logger,
           metrics,
@@ -197,7 +217,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       ? createHealthApp(readiness, metrics, logger, env.METRICS_TOKEN)
       : createApp({
           config,
-          db: ledger.db,
+          db: scopes.request.db,
           claims,
           backpressure,
           enqueuer,
@@ -252,35 +272,46 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     ? startWorker({
         backend,
         queue,
-        db: ledger.db,
-        sql: ledger.sql,
+        db: scopes.worker.db,
+        sql: scopes.worker.sql,
         handlers,
         settings: config.file.worker,
         logger,
         metrics,
         failpoints,
         invoke: eventInvoker(outbound),
-        evidence: evidenceIntake({ config, db: ledger.db, sql: ledger.sql, logger }),
+        evidence: evidenceIntake({ config, db: scopes.worker.db, sql: scopes.worker.sql, logger }),
       })
     : undefined
   const reconciler = runsWorker
-    ? startReconciler({ backend, db: ledger.db, queue: reconcileQueue, ledger: outbound, logger })
+    ? startReconciler({
+        backend,
+        db: scopes.reconciler.db,
+        queue: reconcileQueue,
+        ledger: outbound,
+        logger,
+        stuckAfterMs: stuckAfterMs('reconciler'),
+      })
     : undefined
   const relay = runsWorker
     ? startRelay({
-        db: ledger.db,
+        db: scopes.relay.db,
         queue,
-        enqueuer,
+        // Its own, so that marking the rows it enqueued is a relay statement.
+        enqueuer: createEnqueuer({ queue, sql: scopes.relay.sql, logger, failpoints }),
         settings: config.file.relay,
         logger,
+        stuckAfterMs: stuckAfterMs('relay'),
         // The in-process queue died with the last process: resume its rows now, not orphanAfterMs later.
         resumeAtStart: backend.kind === 'in-process',
       })
     : undefined
-  const retention = runsWorker ? startRetention({ sql: ledger.sql, config, logger }) : undefined
+  const retention = runsWorker
+    ? startRetention({ sql: scopes.retention.sql, config, logger, stuckAfterMs: stuckAfterMs('retention') })
+    : undefined
   const backfill = runsWorker
     ? startBackfill({
-        sql: ledger.sql,
+        sql: scopes.backfill.sql,
         config,
         logger,
         onAccepted: (id) => enqueuer.enqueue(id),
@@ -379,6 +410,8 @@ function requireOneProcess(env: Environment, role: Role): void {
 }
 
 const SHUTDOWN_DRAIN_MS = 10_000
+/** Beyond a handler's deadline, what a transaction may spend between two statements. */
+const IDLE_IN_TRANSACTION_MARGIN_MS = 10_000
 
 /**
  * Node's defaults let a client drip its body for 300 s, and check only every 30 s: hundreds of slow
