@@ -50,15 +50,19 @@ export async function reconciliationReason(db: Database, operationId: string): P
 }
 
 /**
- * The operations of one workflow (an event's handler steps), by their key prefix. The prefix's '%'
- * and '_' are escaped: the encoded parts contain '%', which LIKE would read as a wildcard.
+ * The operations of one workflow (an event's handler steps), by their key prefixes (a workflow with a
+ * long part has two, see workflowKeyPrefixes). Each prefix's '%' and '_' are escaped: the encoded
+ * parts contain '%', which LIKE would read as a wildcard.
  */
-export async function listOperationsByKeyPrefix(db: Database, prefix: string): Promise<OperationRow[]> {
-  const pattern = `${prefix.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`
+export async function listOperationsByKeyPrefix(
+  db: Database,
+  prefixes: readonly string[],
+): Promise<OperationRow[]> {
+  const patterns = prefixes.map((prefix) => `${prefix.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`)
   return db
     .select()
     .from(operations)
-    .where(sql`${operations.operationKey} like ${pattern}`)
+    .where(or(...patterns.map((pattern) => sql`${operations.operationKey} like ${pattern}`)))
     .orderBy(asc(operations.createdAt))
 }
 
