@@ -53,7 +53,10 @@ describe('evidence rules and dedup keys in the config', () => {
             failure: { pointer: '/type', values: ['payment_intent.payment_failed'] },
           },
         ],
-        dedupKey: { parts: [{ pointer: '/id' }, { header: 'stripe-account' }], scope: 'event_type' },
+        dedupKey: {
+          parts: [{ pointer: '/id' }, { header: 'stripe-account', trusted: true }],
+          scope: 'event_type',
+        },
       }),
       () => undefined,
     )
