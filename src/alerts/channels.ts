@@ -84,8 +84,14 @@ export function alertTool(
 }
 
 function messageFor(channel: AlertChannelConfig, alert: Alert, args: AlertArgs, windowEnd: Date) {
-  if (channel.type === 'slack')
-    return { text: `:rotating_light: hookledger: ${alert.summary}\n<${alert.link}|Open the admin page>` }
+  if (channel.type === 'slack') {
+    return {
+      text: `:rotating_light: hookledger: ${slackEscape(alert.summary)}\n<${slackEscape(alert.link).replaceAll('|', '%7C')}|Open the admin page>`,
+      // A URL that reached the text as data is not previewed either.
+      unfurl_links: false,
+      unfurl_media: false,
+    }
+  }
   return {
     type: `hookledger.alert.${alert.condition}`,
     timestamp: new Date().toISOString(),
@@ -98,4 +104,14 @@ function messageFor(channel: AlertChannelConfig, alert: Alert, args: AlertArgs, 
       ...(alert.details === undefined ? {} : { details: alert.details }),
     },
   }
+}
+
+/**
+ * Slack reads `&`, `<` and `>` as markup (api.slack.com/reference/surfaces/formatting#escaping): a
+ * summary carries text this server did not write (an agent's operation key, a handler's error), and
+ * unescaped, `<https://evil.example|Open the admin page>` would be a disguised link and `<!channel>`
+ * would ping everyone. Escaped, it reads as the text it is; only the link written here is markup.
+ */
+export function slackEscape(text: string): string {
+  return text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;')
 }
