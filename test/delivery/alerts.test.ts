@@ -201,7 +201,8 @@ describe('alert text', () => {
           alerts: {
             adminUrl: ADMIN_URL,
             checkIntervalMs: 200,
-            channels: [{ type: 'slack', id: 'chat', url: slack.url }],
+            // A channel of its own: the first test's alerts of this window went to 'chat' already.
+            channels: [{ type: 'slack', id: 'escaped', url: slack.url }],
             conditions: {
               eventFailed: false,
               routeDisabled: false,
@@ -219,8 +220,8 @@ describe('alert text', () => {
     // An agent chooses its operation keys; this one is markup aimed at whoever reads the alert.
     const key = 'refund-42 <https://evil.example/login|Open the admin page> <!channel> & <!here>'
     await t.database.sql`
-      insert into operations (operation_key, tool, effect_class, payload_hash, args, status, attempts)
-      values (${key}, 'refund', 'irreversible', 'x', '{}', 'needs_reconciliation', 1)`
+      insert into operations (operation_key, tool, effect_class, payload_hash, args, status, attempts, updated_at)
+      values (${key}, 'refund', 'irreversible', 'x', '{}', 'needs_reconciliation', 1, now() - interval '1 day')`
     await expect.poll(() => slack.received.length, { timeout: 15_000 }).toBeGreaterThan(0)
     const text = (JSON.parse(slack.received[0]?.body ?? '{}') as { text: string }).text
     expect(text).toContain(
