@@ -36,6 +36,11 @@ export interface AlertArgs {
 
 const TIMEOUT_MS = 10_000
 
+/** The tool a channel's alerts are sent through: `alert.webhook`, `alert.slack`. */
+export function alertToolName(type: AlertChannelConfig['type']): string {
+  return `alert.${type}`
+}
+
 /**
  * A channel as an idempotent tool of the outbound ledger: one operation per channel, condition,
  * subject and window, so an alert is sent once however many workers notice the condition, and an
@@ -47,7 +52,7 @@ export function alertTool(
   windowEnd: Date,
 ): Tool<AlertArgs, { status: number }> {
   return defineTool<AlertArgs, { status: number }>({
-    name: `alert.${channel.type}`,
+    name: alertToolName(channel.type),
     effect: 'idempotent',
     timeoutMs: TIMEOUT_MS + 1000,
     retry: { attempts: 4, baseDelayMs: 500, maxDelayMs: 5000 },

@@ -2,6 +2,7 @@ import type postgres from 'postgres'
 import { type Config, DEFAULT_RETENTION_DAYS } from '../config/config.js'
 import { providerRetryHorizonSeconds } from '../inbound/verifiers/index.js'
 import type { Logger } from '../logger.js'
+import { unsettledPastRetention } from './operation-queries.js'
 import type { OperationStatus } from './outbound-schema.js'
 
 export interface Retention {
@@ -37,7 +38,27 @@ export function startRetention(deps: { sql: postgres.Sql; config: Config; logger
     if (redeliveries > 0) {
       deps.logger.info({ deleted: redeliveries }, 'retention deleted expired redelivery requests')
     }
+    await reportUnsettled()
     return events + operations + evidence + redeliveries
+  }
+
+  /**
+   * Open operations are never deleted, however old: each is owed a retry, a reconciliation or a
+   * person's decision. Past operationDays that debt is said once per pass (and on /metrics as
+   * hookledger_operations_unsettled_past_retention), so it is not kept forever in silence.
+   */
+  const reportUnsettled = async () => {
+    const rows = await unsettledPastRetention(deps.sql, operationDays)
+    const total = rows.reduce((sum, row) => sum + row.n, 0)
+    if (total === 0) return
+    deps.logger.warn(
+      {
+        operations: total,
+        byStatus: Object.fromEntries(rows.map((row) => [row.status, row.n])),
+        olderThanDays: operationDays,
+      },
+      'operations unsettled for longer than retention.operationDays are kept until settled: reconcile, decide or abandon them (/admin/operations)',
+    )
   }
 
   const sweepEvents = async () => {
