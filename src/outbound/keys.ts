@@ -23,7 +23,7 @@ const LONG_PART = 64
  * A key that would exceed MAX_KEY_LENGTH (a 255-character event id, a long dedup key) is made to fit,
  * so every id a provider may send can be processed: each part longer than 64 characters becomes
  * `%h<base64url sha256 of the encoded part>` (`acme:%hq1w…:forward`), and should that still be too
- * long, the whole workflow becomes one such digest. `%h` never comes out of the encoding (a '%' is
+ * long, every part after the first becomes one such digest (the source stays the key's prefix). `%h` never comes out of the encoding (a '%' is
  * always followed by 25 or 3A there), so a digest cannot equal a readable part. Keys that fit are
  * left exactly as they always were: operations in flight keep their keys. The forward claim in SQL
  * (src/db/events.ts) computes the same key; test/queue/forward-claim.test.ts holds both to it.
@@ -40,15 +40,18 @@ export function stepKey(workflow: readonly string[], step: string): string {
   if (full.length <= MAX_KEY_LENGTH) return full
   const shortened = `${parts.map(shortPart).join(':')}:${step}`
   if (shortened.length <= MAX_KEY_LENGTH) return shortened
-  // Many parts near the limit: one digest of them all (at most 45 + 1 + 128 characters).
-  return `${digest(parts.join(':'))}:${step}`
+  // Many parts near the limit: the first (the source) as above and one digest of all the others, at
+  // most 64 + 1 + 45 + 1 + 128 characters. Never equal to a shortened key: that one's digests are of
+  // single encoded parts, which hold no ':', and this one's of two parts or more, joined by ':'.
+  const [first = '', ...rest] = parts
+  return `${shortPart(first)}:${digest(rest.join(':'))}:${step}`
 }
 
 /**
  * The prefixes the step keys of one workflow start with: `workflowKeyPrefixes(['acme', 'evt_1'])` →
  * `['acme:evt_1:']`. A workflow with a part too long for some of its keys has a second prefix, the
  * one of its shortened keys (see stepKey). The encoding makes each exact: no other workflow's keys
- * start with it. Keys digested whole (many long parts) start with neither.
+ * start with it. Keys whose later parts were digested together (many long parts) start with neither.
  */
 export function workflowKeyPrefixes(workflow: readonly string[]): string[] {
   if (workflow.length === 0)

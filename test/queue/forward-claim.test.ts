@@ -130,12 +130,12 @@ describe('keys that fit', () => {
     // The route's key under the same event shortens the id the same way, so one prefix finds both.
     const route = stepKey(['acme', `${longest}x`, 'route'], 'billing')
     expect(route.startsWith(over.slice(0, -'forward'.length))).toBe(true)
-    // Many long parts: one digest of the whole workflow, still under the limit.
-    const many = stepKey(
-      ['a', 'b', 'c', 'd', 'e', 'f'].map((letter) => letter.repeat(65)),
-      's',
-    )
-    expect(many).toMatch(/^%h[A-Za-z0-9_-]{43}:s$/)
+    // Many long parts: the first kept, one digest of all the others, still under the limit.
+    const many = stepKey(['acme', ...['b', 'c', 'd', 'e', 'f', 'g'].map((letter) => letter.repeat(65))], 's')
+    expect(many).toMatch(/^acme:%h[A-Za-z0-9_-]{43}:s$/)
+    const deep = stepKey(['s'.repeat(63), 'x'.repeat(300), 'route', 'r'.repeat(63)], 'n'.repeat(128))
+    expect(deep.startsWith(`${'s'.repeat(63)}:%h`)).toBe(true)
+    expect(deep.length).toBeLessThanOrEqual(255)
     expect(stepKey(['acme', 'x'.repeat(10_000)], 'step-'.repeat(25)).length).toBeLessThanOrEqual(255)
   })
 })
