@@ -162,6 +162,12 @@ describe('dedup keys from unsigned parts', () => {
     expect(() => configOf({ ...github, dedupKey: IDEM_KEY, dedupOnBody: false })).toThrow(
       /dedupKey\.parts\[0\] \(header x-idem\) is not signed: the github scheme signs the body only/,
     )
+    // The event type is a part too when the key is scoped by it: GitHub reads it from a header.
+    expect(() => configOf({ ...github, dedupKey: { scope: 'event_type' }, dedupOnBody: false })).toThrow(
+      /dedupKey\.scope "event_type" reads the event type from the x-github-event header, which is not signed/,
+    )
+    configOf({ ...github, dedupKey: { scope: 'event_type' } })
+    configOf(source('typed', { scope: 'event_type' }))
     // Signed parts, a trusted header, or a source that also dedups on the body start.
     configOf(source('signed', { parts: [{ header: 'webhook-id' }, { pointer: '/order/id' }] }))
     configOf({ ...github, dedupKey: IDEM_KEY })

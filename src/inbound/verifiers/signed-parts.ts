@@ -46,6 +46,16 @@ export function signedHeaders(config: VerifyConfig): { headers: readonly string[
   }
 }
 
+/** The header a scheme reads the event type from, if any (the others read it from the body). */
+function eventTypeHeader(config: VerifyConfig): string | undefined {
+  if (config.scheme === 'github') return 'x-github-event'
+  if (config.scheme === 'shopify') return 'x-shopify-topic'
+  if (config.scheme === 'hmac' && config.eventType !== undefined && 'header' in config.eventType) {
+    return config.eventType.header
+  }
+  return undefined
+}
+
 /**
  * Every dedup key part this source's signature does not cover, as a start-up problem. Such a part
  * lets one captured delivery be processed again and again under fresh values (a replay the ledger
@@ -57,12 +67,22 @@ export function unsignedDedupParts(
   dedupKey: DedupKey | undefined,
   dedupOnBody: boolean,
 ): string[] {
-  if (dedupKey?.parts === undefined || dedupOnBody) return []
+  if (dedupKey === undefined || dedupOnBody) return []
   const signed = signedHeaders(verify)
-  return dedupKey.parts.flatMap((part, index) => {
-    if (!('header' in part) || part.trusted === true || signed.headers.includes(part.header)) return []
-    return [
-      `dedupKey.parts[${index}] (header ${part.header}) is not signed: the ${verify.scheme} scheme signs ${signed.what}, so anyone holding one delivery can resend it with another ${part.header} and have it processed again. Take the value from the body (a JSON pointer), set "dedupOnBody": true so a resent body is a duplicate, or, if a proxy of yours sets this header, mark the part {"header": "${part.header}", "trusted": true}`,
-    ]
-  })
+  const typeHeader = eventTypeHeader(verify)
+  const scope =
+    dedupKey.scope === 'event_type' && typeHeader !== undefined && !signed.headers.includes(typeHeader)
+      ? [
+          `dedupKey.scope "event_type" reads the event type from the ${typeHeader} header, which is not signed: the ${verify.scheme} scheme signs ${signed.what}, so anyone holding one delivery can resend it under another type and have it processed again. Set "dedupOnBody": true so a resent body is a duplicate, or drop the scope`,
+        ]
+      : []
+  return [
+    ...scope,
+    ...(dedupKey.parts ?? []).flatMap((part, index) => {
+      if (!('header' in part) || part.trusted === true || signed.headers.includes(part.header)) return []
+      return [
+        `dedupKey.parts[${index}] (header ${part.header}) is not signed: the ${verify.scheme} scheme signs ${signed.what}, so anyone holding one delivery can resend it with another ${part.header} and have it processed again. Take the value from the body (a JSON pointer), set "dedupOnBody": true so a resent body is a duplicate, or, if a proxy of yours sets this header, mark the part {"header": "${part.header}", "trusted": true}`,
+      ]
+    }),
+  ]
 }
