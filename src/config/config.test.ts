@@ -54,7 +54,10 @@ describe('evidence rules and dedup keys in the config', () => {
             settles: { tools: ['stripe.charge'], keyPrefixes: ['order_'] },
           },
         ],
-        dedupKey: { parts: [{ pointer: '/id' }, { header: 'stripe-account' }], scope: 'event_type' },
+        dedupKey: {
+          parts: [{ pointer: '/id' }, { header: 'stripe-account', trusted: true }],
+          scope: 'event_type',
+        },
       }),
       () => undefined,
     )

@@ -18,6 +18,7 @@ import {
   type Verifier,
   verifyConfigSchema,
 } from '../inbound/verifiers/index.js'
+import { unsignedDedupParts } from '../inbound/verifiers/signed-parts.js'
 import { outboundSettingsSchema } from '../outbound/settings.js'
 import { type AgentToken, agentsSchema, resolveNamedAgentTokens } from './agents.js'
 import { type AlertChannelConfig, alertsSchema } from './alerts.js'
@@ -309,6 +310,10 @@ export function buildConfig(
       problems.push(`${where}: has both "handler" and "routes"; a source delivers through one of them`)
       continue
     }
+    const dedupOnBody = source.dedupOnBody ?? !eventIdIsSigned(source.verify)
+    for (const problem of unsignedDedupParts(source.verify, source.dedupKey, dedupOnBody)) {
+      problems.push(`${where}: ${problem}`)
+    }
     if (options.onlySource !== undefined && source.id !== options.onlySource) continue
     const resolveSecret = (reference: string, field: string) =>
       resolveSecretReference(reference, field, lookup)
@@ -327,7 +332,7 @@ export function buildConfig(
             : { ...source, routes: resolveRouteHeaders(source.routes, resolveSecret) },
         verifier,
         bodyLimitBytes: source.bodyLimitBytes ?? parsed.data.server.bodyLimitBytes,
-        dedupOnBody: source.dedupOnBody ?? !eventIdIsSigned(source.verify),
+        dedupOnBody,
         ...(backfill === undefined ? {} : { backfill }),
       })
     } catch (error) {

@@ -121,6 +121,9 @@ export async function leaseEvents(
       -- stepKey([source, event id], 'forward'), the payload hash is payloadHash({ source, eventId,
       -- bodySha256 }), RFC 8785 JSON whose keys sort as written here and whose strings to_json escapes
       -- as JSON.stringify does. test/queue/forward-claim.test.ts holds both to the same answers.
+      -- stepKey measures in UTF-16 units: characters plus one per character beyond U+FFFF. A key
+      -- over 255 has each part over 64 replaced by '%h' and its base64url sha256 (src/outbound/keys.ts);
+      -- with a source of at most 63 characters that always fits, so its last resort is never needed.
       select c.key, 'forward'::text as tool, 'idempotent'::effect_class as effect,
              encode(sha256(convert_to('{"bodySha256":' || to_json(c.body_sha256)::text || ',"eventId":' ||
                to_json(l.event_id)::text || ',"source":' || to_json(l.source)::text || '}', 'UTF8')), 'hex')
@@ -133,12 +136,24 @@ export async function leaseEvents(
       from leased l
       join unnest(${forwards.sources}::text[], ${forwards.leaseMs}::int[]) as f(source, lease_ms)
         on f.source = l.source
+      cross join lateral (select s.source, s.event_id,
+        char_length(s.source) + char_length(regexp_replace(s.source, '[^\\U00010000-\\U0010FFFF]', '', 'g'))
+          as source_units,
+        char_length(s.event_id) + char_length(regexp_replace(s.event_id, '[^\\U00010000-\\U0010FFFF]', '', 'g'))
+          as event_id_units
+        from (select replace(replace(l.source, '%', '%25'), ':', '%3A') as source,
+                     replace(replace(l.event_id, '%', '%25'), ':', '%3A') as event_id) s) p
       cross join lateral (select
-        replace(replace(l.source, '%', '%25'), ':', '%3A') || ':' ||
-          replace(replace(l.event_id, '%', '%25'), ':', '%3A') || ':forward' as key,
-        encode(sha256(l.body), 'hex') as body_sha256) c
-      -- A key longer than invoke takes (255 UTF-16 units; never more than its bytes) is left to it.
-      where octet_length(c.key) <= 255),
+        case when p.source_units + p.event_id_units + 9 <= 255
+          then p.source || ':' || p.event_id || ':forward'
+          else (case when p.source_units <= 64 then p.source
+                  else '%h' || translate(encode(sha256(convert_to(p.source, 'UTF8')), 'base64'), '+/=', '-_') end)
+            || ':' ||
+               (case when p.event_id_units <= 64 then p.event_id
+                  else '%h' || translate(encode(sha256(convert_to(p.event_id, 'UTF8')), 'base64'), '+/=', '-_') end)
+            || ':forward'
+        end as key,
+        encode(sha256(l.body), 'hex') as body_sha256) c),
     ${freshClaimWrites(client)}
     select l.id, l.lease_token, true as leased, l.source, l.event_id, l.event_type, l.body, l.headers, l.attempts,
            l.received_at, l.status, l.lease_until,

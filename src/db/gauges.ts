@@ -1,6 +1,6 @@
 import type postgres from 'postgres'
 import { withDeadline } from '../deadline.js'
-import { addGauge, type Metrics } from '../metrics.js'
+import { addGauge, type Metrics, OTHER_LABEL } from '../metrics.js'
 import type { JobQueue } from '../queue/backend.js'
 import type { ProcessEventData } from '../queue/jobs.js'
 
@@ -30,15 +30,19 @@ export function addLedgerGauges(
   metrics: Metrics,
   client: postgres.Sql,
   queue: JobQueue<ProcessEventData>,
+  /** The configured source ids; events of a source no longer configured are counted as `other`. */
+  sources: readonly string[],
 ): void {
   addGauge(metrics, {
     name: 'hookledger_events',
-    help: 'Inbound events not yet DONE (pending, processing, failed), by source and status',
+    help: `Inbound events not yet DONE (pending, processing, failed), by source ('${OTHER_LABEL}': no longer configured) and status`,
     labelNames: ['source', 'status'],
     read: async () => {
       const rows = await client<Array<{ source: string; status: string; n: number }>>`
-        select source, status::text as status, count(*)::int as n from inbound_events
-        where status in ${client(LIVE_EVENT_STATUSES)} group by source, status`
+        select case when source = any(${sources}::text[]) then source else ${OTHER_LABEL} end as source,
+               status::text as status, count(*)::int as n
+        from inbound_events
+        where status in ${client(LIVE_EVENT_STATUSES)} group by 1, 2`
       return rows.map((row) => ({ labels: { source: row.source, status: row.status }, value: row.n }))
     },
   })

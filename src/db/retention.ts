@@ -3,6 +3,7 @@ import { type Config, DEFAULT_RETENTION_DAYS } from '../config/config.js'
 import { DEFAULT_STUCK_AFTER_MS, watchPass } from '../deadline.js'
 import { providerRetryHorizonSeconds } from '../inbound/verifiers/index.js'
 import type { Logger } from '../logger.js'
+import { unsettledPastRetention } from './operation-queries.js'
 import type { OperationStatus } from './outbound-schema.js'
 
 export interface Retention {
@@ -46,7 +47,27 @@ export function startRetention(deps: {
       deps.logger.info({ deleted: redeliveries }, 'retention deleted expired redelivery requests')
     }
     if (conflicts > 0) deps.logger.info({ deleted: conflicts }, 'retention deleted expired conflict records')
+    await reportUnsettled()
     return events + operations + evidence + redeliveries + conflicts
+  }
+
+  /**
+   * Open operations are never deleted, however old: each is owed a retry, a reconciliation or a
+   * person's decision. Past operationDays that debt is said once per pass (and on /metrics as
+   * hookledger_operations_unsettled_past_retention), so it is not kept forever in silence.
+   */
+  const reportUnsettled = async () => {
+    const rows = await unsettledPastRetention(deps.sql, operationDays)
+    const total = rows.reduce((sum, row) => sum + row.n, 0)
+    if (total === 0) return
+    deps.logger.warn(
+      {
+        operations: total,
+        byStatus: Object.fromEntries(rows.map((row) => [row.status, row.n])),
+        olderThanDays: operationDays,
+      },
+      'operations unsettled for longer than retention.operationDays are kept until settled: reconcile, decide or abandon them (/admin/operations)',
+    )
   }
 
   const sweepEvents = async () => {

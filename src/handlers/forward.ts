@@ -57,6 +57,9 @@ export interface ForwardResult {
   retryAfterMs?: number
 }
 
+/** The forward's tool name (also in the forward claim's SQL, src/db/events.ts). */
+export const FORWARD_TOOL = 'forward'
+
 /**
  * The forward destination as an idempotent HTTP tool. One send per invoke: the inbound worker's own
  * attempts and backoff are the retry loop (as they were before the ledger), and each of its attempts
@@ -65,7 +68,7 @@ export interface ForwardResult {
  */
 export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<ForwardArgs, ForwardResult> {
   return defineTool<ForwardArgs, ForwardResult>({
-    name: 'forward',
+    name: FORWARD_TOOL,
     effect: 'idempotent',
     timeoutMs: forwardToolTimeoutMs(config),
     retry: { attempts: 1 },

@@ -2,6 +2,7 @@ import type { AddressInfo } from 'node:net'
 import { type ServerType, serve } from '@hono/node-server'
 import type { Queue } from 'bullmq'
 import { sql } from 'drizzle-orm'
+import { alertToolName } from '../alerts/channels.js'
 import { circuitOpenAlert, createAlertMonitor, routeDisabledAlert } from '../alerts/monitor.js'
 import { startBackfill } from '../backfill/loop.js'
 import { backfillMetrics } from '../backfill/metrics.js'
@@ -18,6 +19,7 @@ import { settlesWithin } from '../deadline.js'
 import { startDeliveryControl } from '../delivery/control.js'
 import { resolveHandlers } from '../delivery/source-handlers.js'
 import { createFailpoints } from '../failpoints.js'
+import { FORWARD_TOOL } from '../handlers/forward.js'
 import type { EventHandler, SourceHandler } from '../handlers/types.js'
 import { createApp, createHealthApp } from '../http/app.js'
 import type { ReadinessCheck } from '../http/routes/health.js'
@@ -160,8 +162,17 @@ export async function startService(options: ServiceOptions): Promise<Service> {
 
   const metrics = createMetrics()
   // Read when /metrics is scraped: a request.
-  addLedgerGauges(metrics, scopes.request.sql, queue)
-  addOutboundGauges(metrics, scopes.request.sql)
+  addLedgerGauges(metrics, scopes.request.sql, queue, [...config.sources.keys()])
+  addOutboundGauges(metrics, scopes.request.sql, {
+    // Labels only for the tools this deployment names: its own, those in code, those in the config.
+    tools: [
+      FORWARD_TOOL,
+      ...config.alertChannels.map((channel) => alertToolName(channel.type)),
+      ...(options.tools ?? []).map((tool) => tool.name),
+      ...Object.keys(config.file.outbound.tools),
+    ],
+    operationDays: config.file.retention.operationDays,
+  })
   const alerts = runsWorker
     ? createAlertMonitor({
         config,

@@ -83,8 +83,9 @@ describe('/metrics on a large ledger', () => {
       metrics,
       scraper.sql,
       backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions),
+      ['acme'],
     )
-    addOutboundGauges(metrics, scraper.sql)
+    addOutboundGauges(metrics, scraper.sql, { tools: ['charge'], operationDays: 90 })
     const text = await metrics.scrape()
     await scraper.close()
     await backend.close()

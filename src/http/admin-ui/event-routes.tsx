@@ -9,7 +9,7 @@ import { findOrderingHead } from '../../db/ordering.js'
 import { replayEvent, replayFailedEvents } from '../../db/replay.js'
 import { compileOrderingKey } from '../../delivery/ordering.js'
 import type { Logger } from '../../logger.js'
-import { workflowKeyPrefix } from '../../outbound/keys.js'
+import { workflowKeyPrefixes } from '../../outbound/keys.js'
 import type { Enqueuer } from '../../queue/enqueuer.js'
 import { EventPage } from './event.js'
 import { EventsPage } from './events.js'
@@ -122,7 +122,7 @@ export function eventRoutes(deps: EventRouteDependencies) {
         return c.html(<MessagePage props={page('No event has that id', user)} back={ALL_EVENTS} />, 404)
       }
       const [operations, routes, blockedBy] = await Promise.all([
-        listOperationsByKeyPrefix(deps.db, workflowKeyPrefix([detail.event.source, detail.event.eventId])),
+        listOperationsByKeyPrefix(deps.db, workflowKeyPrefixes([detail.event.source, detail.event.eventId])),
         listEventRoutes(deps.db, detail.event.id),
         orderingHeadOf(detail.event),
       ])
