@@ -100,7 +100,7 @@ export const staleLeases: Check = {
       code: 'operations.stale_lease',
       severity: 'error',
       message: `${n} operation(s) are in_progress with a lease that ran out over ${Math.round(leaseMarginMs / 1000)} s ago and no live attempt`,
-      fix: 'invoke the same key again (a retry of its event or workflow takes the lease over; an attempt left in flight becomes needs_reconciliation), or abandon it on its page',
+      fix: 'invoke the same key again: a retry of its event (replay) or of the workflow takes the lease over, and an attempt left in flight then becomes needs_reconciliation',
       count: n,
       countIsLowerBound: n >= scanLimit,
       examples: rows.map((row) => `${row.key} (newest attempt: ${row.attempt ?? 'none'})`),
