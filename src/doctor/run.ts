@@ -2,13 +2,8 @@ import { Redis } from 'ioredis'
 import { MIGRATIONS_FOLDER } from '../db/migrate.js'
 import { doneEventsUnsettled, orphanAttempts, staleLeases, staleReconciliation } from './ledger-checks.js'
 import { pendingWithoutJob, redisEviction } from './queue-checks.js'
-import {
-  clockSkew,
-  connectionBudget,
-  dedupKeys,
-  pendingMigrations,
-  postgresSettings,
-} from './settings-checks.js'
+import { dedupKeys, pendingMigrations } from './schema-checks.js'
+import { clockSkew, connectionBudget, postgresSettings } from './settings-checks.js'
 import type { Check, CheckOutcome, DoctorContext, Finding, Note } from './types.js'
 
 export interface DoctorReport {

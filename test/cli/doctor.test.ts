@@ -282,6 +282,22 @@ describe('hookledger doctor', () => {
     }
   })
 
+  it('reads the policy from INFO memory where CONFIG is renamed away (managed Redis)', async () => {
+    const redis = await startRedisServer(undefined, [
+      '--maxmemory-policy',
+      'volatile-lru',
+      '--rename-command',
+      'CONFIG',
+      '',
+    ])
+    try {
+      const line = lineOf(await doctor([], { redisUrl: redis.url }), 'redis.eviction')
+      expect(line).toContain('maxmemory-policy is volatile-lru')
+    } finally {
+      await redis.stop()
+    }
+  })
+
   it('finds an unreachable Redis as one finding', async () => {
     const line = lineOf(await doctor([], { redisUrl: 'redis://127.0.0.1:1' }), 'redis.unreachable')
     expect(line).toContain('Redis did not answer')
