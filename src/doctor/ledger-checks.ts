@@ -1,4 +1,12 @@
-import { type Check, type DoctorContext, EXAMPLES, type Finding, found, noFindings } from './types.js'
+import {
+  type Check,
+  counted,
+  type DoctorContext,
+  EXAMPLES,
+  type Finding,
+  found,
+  noFindings,
+} from './types.js'
 
 /** Part of an operation key as stepKey encodes it (src/outbound/keys.ts), in SQL. */
 const encodedPart = (column: string) => `replace(replace(${column}, '%', '%25'), ':', '%3A')`
@@ -68,13 +76,14 @@ export const doneEventsUnsettled: Check = {
     const byKey = new Map<string, string>()
     for (const row of [...open, ...missing]) byKey.set(row.key, row.status ?? 'no operation')
     if (byKey.size === 0) return noFindings()
+    const bounded = open.length >= scanLimit || missing.length >= scanLimit
     return found({
       code: 'events.done_unsettled',
       severity: 'error',
-      message: `${byKey.size} DONE event(s) have a forward or route operation that is not completed`,
+      message: `${counted(byKey.size, bounded)} DONE event(s) have a forward or route operation that is not completed`,
       fix: 'look at each operation (`/admin/operations`) and its destination: if the delivery did not happen, replay the event once its operation is settled; a DONE event is not delivered again by itself',
       count: byKey.size,
-      countIsLowerBound: open.length >= scanLimit || missing.length >= scanLimit,
+      countIsLowerBound: bounded,
       examples: [...byKey].slice(0, EXAMPLES).map(([key, status]) => `${key} (${status})`),
     })
   },
@@ -99,7 +108,7 @@ export const staleLeases: Check = {
     return found({
       code: 'operations.stale_lease',
       severity: 'error',
-      message: `${n} operation(s) are in_progress with a lease that ran out over ${Math.round(leaseMarginMs / 1000)} s ago and no live attempt`,
+      message: `${counted(n, n >= scanLimit)} operation(s) are in_progress with a lease that ran out over ${Math.round(leaseMarginMs / 1000)} s ago and no live attempt`,
       fix: 'invoke the same key again: a retry of its event (replay) or of the workflow takes the lease over, and an attempt left in flight then becomes needs_reconciliation',
       count: n,
       countIsLowerBound: n >= scanLimit,
@@ -181,7 +190,7 @@ export const staleReconciliation: Check = {
     return found({
       code: 'operations.stale_reconciliation',
       severity: 'warning',
-      message: `${rows.length} operation(s) have been needs_reconciliation for over ${describeMs(reconciliationBoundMs)}`,
+      message: `${counted(rows.length, rows.length >= scanLimit)} operation(s) have been needs_reconciliation for over ${describeMs(reconciliationBoundMs)}`,
       fix: 'make sure a worker runs (it reconciles due rows) and read each last_error; a tool without a reconcile hook needs a person: `hookledger approvals list`',
       count: rows.length,
       countIsLowerBound: rows.length >= scanLimit,

@@ -7,7 +7,7 @@ import type { JobState } from '../queue/backend.js'
 import { bullmqJobQueue } from '../queue/bullmq.js'
 import { deploymentQueuePrefix, INBOUND_QUEUE, processEventJobId } from '../queue/jobs.js'
 import { describeMs } from './ledger-checks.js'
-import { type CheckOutcome, type DoctorContext, EXAMPLES, found, noFindings } from './types.js'
+import { type CheckOutcome, counted, type DoctorContext, EXAMPLES, found, noFindings } from './types.js'
 
 /** Rows asked about in Redis at most: two small round trips each. */
 const QUEUE_CANDIDATES = 200
@@ -64,7 +64,7 @@ export async function pendingWithoutJob(context: DoctorContext, redis: Redis): P
   return found({
     code: 'queue.pending_without_job',
     severity: 'error',
-    message: `${lost.length} PENDING row(s) have had no job in the queue (prefix ${prefix}) for over ${describeMs(windowMs)}, longer than the relay takes to re-add one`,
+    message: `${counted(lost.length, rows.length >= QUEUE_CANDIDATES)} PENDING row(s) have had no job in the queue (prefix ${prefix}) for over ${describeMs(windowMs)}, longer than the relay takes to re-add one`,
     fix: 'run a worker (`hookledger serve --role worker` or `all`): its relay re-enqueues them; if one runs, read its "relay pass failed" warnings',
     count: lost.length,
     countIsLowerBound: rows.length >= QUEUE_CANDIDATES,

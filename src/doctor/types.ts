@@ -63,3 +63,6 @@ export const EXAMPLES = 5
 
 export const noFindings = (): CheckOutcome => ({ findings: [], notes: [] })
 export const found = (...findings: Finding[]): CheckOutcome => ({ findings, notes: [] })
+
+/** A count for a message: "at least N" when the bounded read stopped before the end. */
+export const counted = (n: number, bounded: boolean): string => (bounded ? `at least ${n}` : String(n))

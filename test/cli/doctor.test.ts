@@ -200,6 +200,10 @@ describe('hookledger doctor', () => {
     expect(line).toContain('1 operation(s)')
     expect(line).toContain('agents/charge-1 (newest attempt: in_flight)')
     expect(line).not.toContain('charge-2')
+    // A bounded read says its count is a lower bound.
+    await insertOperation('agents/charge-3', 'in_progress', { tool: 'charge', leaseAgo: '2 hours' })
+    const bounded = lineOf(await doctor(['--scan-limit', '1']), 'operations.stale_lease')
+    expect(bounded).toContain('at least 1 operation(s)')
     await clean()
   })
 
