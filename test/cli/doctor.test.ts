@@ -60,7 +60,7 @@ interface Run {
 
 async function doctor(
   args: string[] = [],
-  options: { redisUrl?: string | null; clock?: () => number; strict?: boolean } = {},
+  options: { redisUrl?: string | null; clock?: () => number; strict?: boolean; databaseUrl?: string } = {},
 ): Promise<Run> {
   let stdout = ''
   let stderr = ''
@@ -71,7 +71,7 @@ async function doctor(
     {
       environment: () =>
         readEnvironment({
-          DATABASE_URL: db.url,
+          DATABASE_URL: options.databaseUrl ?? db.url,
           HOOKLEDGER_CONFIG: configPath,
           ...(redisUrl === null ? {} : { REDIS_URL: redisUrl }),
         }),
@@ -305,6 +305,12 @@ describe('hookledger doctor', () => {
   it('finds an unreachable Redis as one finding', async () => {
     const line = lineOf(await doctor([], { redisUrl: 'redis://127.0.0.1:1' }), 'redis.unreachable')
     expect(line).toContain('Redis did not answer')
+  })
+
+  it('finds an unreachable PostgreSQL as one finding, and still checks Redis', async () => {
+    const run = await doctor([], { databaseUrl: 'postgres://postgres@127.0.0.1:1/none' })
+    expect(lineOf(run, 'postgres.unreachable')).toContain('PostgreSQL did not answer')
+    expect(run.stdout.trim().split('\n')).toHaveLength(1)
   })
 
   it('finds synchronous_commit off for the database', async () => {
