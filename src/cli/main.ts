@@ -6,6 +6,7 @@ import { createLogger } from '../logger.js'
 import { type Role, startService } from '../service/service.js'
 import { APPROVALS_USAGE, approvalsCommand } from './approvals.js'
 import { BACKFILL_USAGE, runBackfillCommand } from './backfill.js'
+import { DOCTOR_USAGE, runDoctorCommand } from './doctor.js'
 import { DEFAULT_ENV_FILE, readCommandLine } from './env-file.js'
 import { parseCommandLine, reportFailure, usageError } from './errors.js'
 import { REPLAY_USAGE, runReplay } from './replay.js'
@@ -17,6 +18,7 @@ const USAGE = `usage:
   hookledger migrate                                          apply pending ledger migrations, then exit
 ${APPROVALS_USAGE}
 ${BACKFILL_USAGE}
+${DOCTOR_USAGE}
 ${ROUTES_USAGE}
 ${SIGN_USAGE}
 ${REPLAY_USAGE}
@@ -89,6 +91,9 @@ async function main(argv: string[]): Promise<number> {
     // The report is the command's output on stdout; the log lines go to stderr beside the errors.
     const logger = createLogger(env.LOG_LEVEL, pino.destination(2))
     return runBackfillCommand(rest, env, () => ledgerUrl(env), { ...io, logger })
+  }
+  if (command === 'doctor') {
+    return runDoctorCommand(rest, { environment: () => readEnvironment(environment), ledgerUrl }, io)
   }
   if (command === 'approvals') {
     const url = await ledgerUrl(readEnvironment(environment))

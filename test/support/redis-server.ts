@@ -2,12 +2,15 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { Redis } from 'ioredis'
 import { freePort } from './child.js'
 
-/** A redis-server of the test's own, so the test can stop it without touching anyone else's. */
-export async function startRedisServer(port?: number) {
+/**
+ * A redis-server of the test's own, so the test can stop it without touching anyone else's.
+ * `extraArgs` are more redis-server options (`--maxmemory-policy allkeys-lru`).
+ */
+export async function startRedisServer(port?: number, extraArgs: readonly string[] = []) {
   const listenPort = port ?? (await freePort())
   const server: ChildProcess = spawn(
     'redis-server',
-    ['--port', String(listenPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    ['--port', String(listenPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extraArgs],
     { stdio: 'ignore' },
   )
   const url = `redis://127.0.0.1:${listenPort}`
