@@ -52,7 +52,7 @@ try {
   )
   const metrics = createMetrics()
   const backend = createInProcessBackend()
-  addLedgerGauges(metrics, sql, backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions))
+  addLedgerGauges(metrics, sql, backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions), 2000)
   addOutboundGauges(metrics, sql)
   const after = await median(() => metrics.registry.metrics())
   const text = await metrics.registry.metrics()

@@ -11,6 +11,7 @@ export type AlertCondition =
   | 'approval_waiting'
   | 'pending_backlog'
   | 'oldest_pending'
+  | 'events_unqueued'
 
 /** One alert as a person reads it. */
 export interface Alert {

@@ -5,6 +5,7 @@ import {
   pendingBacklog,
   staleApprovals,
   staleReconciliations,
+  unqueuedEvents,
 } from '../db/alert-queries.js'
 import type { CircuitView, Destination } from '../delivery/guard.js'
 import type { Logger } from '../logger.js'
@@ -148,6 +149,18 @@ export function createAlertMonitor(deps: {
           summary: `The oldest PENDING event has waited ${describeMs(backlog.oldestMs)} (over ${describeMs(conditions.oldestPendingMs)})`,
           path: '/admin/events?status=pending',
           details: { oldestPendingMs: Math.round(backlog.oldestMs) },
+        })
+      }
+    }
+    if (conditions.unqueuedEvents !== null) {
+      const unqueued = await unqueuedEvents(deps.sql, deps.config.file.relay.graceMs)
+      if (unqueued > conditions.unqueuedEvents) {
+        notify({
+          condition: 'events_unqueued',
+          subject: 'queue',
+          summary: `${unqueued} committed events have no job in Redis (over ${conditions.unqueuedEvents}): Redis is down or refuses writes (OOM). They are safe in the ledger and the relay enqueues them once Redis takes writes; see /readyz and the log`,
+          path: '/admin/events?status=pending',
+          details: { unqueued },
         })
       }
     }

@@ -58,6 +58,8 @@ export const alertsSchema = z
         pendingBacklog: threshold(10_000),
         /** The oldest PENDING event has waited longer than this. */
         oldestPendingMs: threshold(15 * 60 * 1000),
+        /** More committed events than this that Redis has not taken a job for (down, or refusing writes). */
+        unqueuedEvents: threshold(100),
       })
       .strict()
       .prefault({}),

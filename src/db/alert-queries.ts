@@ -36,3 +36,13 @@ export async function pendingBacklog(client: postgres.Sql) {
     from inbound_events where status = 'pending'`
   return { count: row?.n ?? 0, oldestMs: row?.oldest_ms ?? 0 }
 }
+
+/** PENDING rows committed more than `graceMs` ago that no job in the queue was confirmed for. */
+export async function unqueuedEvents(client: postgres.Sql, graceMs: number): Promise<number> {
+  // inbound_events_unqueued_idx holds exactly these rows, so this costs what the gap is, not the ledger.
+  const [row] = await client<Array<{ n: number }>>`
+    select count(*)::int as n from inbound_events
+    where status = 'pending' and enqueued_at is null
+      and received_at < now() - ${graceMs} * interval '1 millisecond'`
+  return row?.n ?? 0
+}

@@ -3,6 +3,7 @@ import { withDeadline } from '../deadline.js'
 import { addGauge, type Metrics } from '../metrics.js'
 import type { JobQueue } from '../queue/backend.js'
 import type { ProcessEventData } from '../queue/jobs.js'
+import { unqueuedEvents } from './alert-queries.js'
 
 /**
  * The statuses counted exactly on scrape. DONE is left out on purpose: it is nearly every row of a
@@ -25,11 +26,15 @@ export async function estimatedRows(client: postgres.Sql, table: string): Promis
   return row?.rows ?? 0
 }
 
-/** Read on scrape: the ledger's unfinished events, its size, and the queue's jobs by state. */
+/**
+ * Read on scrape: the ledger's unfinished events, its size, the queue's jobs by state, and the gap
+ * between them (`graceMs`: the relay's, after which a committed row should have its job).
+ */
 export function addLedgerGauges(
   metrics: Metrics,
   client: postgres.Sql,
   queue: JobQueue<ProcessEventData>,
+  graceMs: number,
 ): void {
   addGauge(metrics, {
     name: 'hookledger_events',
@@ -47,6 +52,14 @@ export function addLedgerGauges(
     help: "Inbound events in the ledger, all statuses: PostgreSQL's estimate (planner and statistics system)",
     labelNames: [],
     read: async () => [{ labels: {}, value: await estimatedRows(client, 'inbound_events') }],
+  })
+  addGauge(metrics, {
+    name: 'hookledger_events_unqueued',
+    help:
+      'PENDING events committed longer ago than relay.graceMs that Redis has not taken a job for ' +
+      '(Redis down, or refusing writes); the relay enqueues them once it does',
+    labelNames: [],
+    read: async () => [{ labels: {}, value: await unqueuedEvents(client, graceMs) }],
   })
   addGauge(metrics, {
     name: 'hookledger_queue_jobs',

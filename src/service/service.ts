@@ -148,7 +148,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   })
 
   const metrics = createMetrics()
-  addLedgerGauges(metrics, ledger.sql, queue)
+  addLedgerGauges(metrics, ledger.sql, queue, config.file.relay.graceMs)
   addOutboundGauges(metrics, ledger.sql)
   const alerts = runsWorker ? createAlertMonitor({ config, sql: ledger.sql, outbound, logger }) : undefined
   // Every role: the worker guards its deliveries, the api shows the circuits on /metrics and the admin page.
