@@ -1,7 +1,7 @@
-import { randomUUID } from 'node:crypto'
 import { Queue, Worker } from 'bullmq'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { claimEvents } from '../../src/db/claims.js'
 import { noFailpoints } from '../../src/failpoints.js'
 import { createLogger } from '../../src/logger.js'
 import { bullmqJobQueue } from '../../src/queue/bullmq.js'
@@ -59,9 +59,19 @@ async function completeAll(jobIds: string[]) {
 
 describe('Enqueuer.requeue', () => {
   it('re-adds rows whose job finished or is gone, and leaves a live job alone', async () => {
-    const finished = randomUUID()
-    const gone = randomUUID()
-    const waiting = randomUUID()
+    const [finished = '', gone = '', waiting = ''] = (
+      await claimEvents(
+        database.sql,
+        ['evt_finished', 'evt_gone', 'evt_waiting'].map((eventId) => ({
+          source: 'acme',
+          eventId,
+          eventType: null,
+          payloadHash: 'f'.repeat(64),
+          body: Buffer.from('{}'),
+          headers: {},
+        })),
+      )
+    ).map((claim) => claim.id)
     await enqueuer.add([finished])
     await completeAll([processEventJobId(finished)])
     // A plain add is ignored while the finished job is kept: the reason requeue exists.
@@ -72,10 +82,23 @@ describe('Enqueuer.requeue', () => {
     const waitingJob = await queue.getJob(processEventJobId(waiting))
 
     expect(await enqueuer.requeue([finished, gone, waiting].map((id) => ({ id })))).toBe(2)
-    expect(await queue.getJobState(processEventJobId(finished))).toBe('waiting')
-    expect(await queue.getJobState(processEventJobId(gone))).toBe('waiting')
+    // The two re-added rows travel together, and each row records the job that now carries it.
+    const rows = await database.sql<{ id: string; job_id: string }[]>`
+      select id, job_id from inbound_events where id = any(${[finished, gone]}::uuid[])`
+    expect(new Set(rows.map((row) => row.job_id)).size).toBe(1)
+    const batchJobId = rows[0]?.job_id ?? ''
+    expect(await queue.getJobState(batchJobId)).toBe('waiting')
+    expect((await queue.getJob(batchJobId))?.data.eventRowIds.sort()).toEqual([finished, gone].sort())
+    // The finished job kept under the row's own id is gone, so a later add under that id is not ignored.
+    expect(await queue.getJobState(processEventJobId(finished))).toBe('unknown')
     // The live job is the same one, not a second copy.
     expect((await queue.getJob(processEventJobId(waiting)))?.timestamp).toBe(waitingJob?.timestamp)
-    expect(await queue.getWaitingCount()).toBe(3)
+    expect(await queue.getWaitingCount()).toBe(2)
+
+    // Held by the job recorded on it; once that is gone too, a row alone gets its own job back.
+    expect(await enqueuer.requeue([{ id: finished, jobId: batchJobId }])).toBe(0)
+    await queue.remove(batchJobId)
+    expect(await enqueuer.requeue([{ id: finished, jobId: batchJobId }])).toBe(1)
+    expect(await queue.getJobState(processEventJobId(finished))).toBe('waiting')
   })
 })
