@@ -37,7 +37,10 @@ export async function pendingBacklog(client: postgres.Sql) {
   return { count: row?.n ?? 0, oldestMs: row?.oldest_ms ?? 0 }
 }
 
-/** PENDING rows committed more than `graceMs` ago that no job in the queue was confirmed for. */
+/**
+ * PENDING rows committed more than `graceMs` ago known to have no job in the queue: never taken, or
+ * found lost by the relay's orphan pass (markUnqueued) and not taken back yet.
+ */
 export async function unqueuedEvents(client: postgres.Sql, graceMs: number): Promise<number> {
   // inbound_events_unqueued_idx holds exactly these rows, so this costs what the gap is, not the ledger.
   const [row] = await client<Array<{ n: number }>>`

@@ -28,6 +28,16 @@ export async function markEnqueued(client: postgres.Sql, rows: readonly Enqueued
 }
 
 /**
+ * PENDING rows found without a live job: no job is known for them until one is added again, so they
+ * count as unqueued (hookledger_events_unqueued) and the relay's every-tick pass retries them.
+ */
+export async function markUnqueued(client: postgres.Sql, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return
+  await client`
+    update inbound_events set enqueued_at = null where id = any(${ids}::uuid[]) and status = 'pending'`
+}
+
+/**
  * Records the jobs that replace lost ones (the relay's orphan recovery, a replay): the relay's next
  * check of a row asks about this job, not the lost one.
  */

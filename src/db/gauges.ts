@@ -56,8 +56,8 @@ export function addLedgerGauges(
   addGauge(metrics, {
     name: 'hookledger_events_unqueued',
     help:
-      'PENDING events committed longer ago than relay.graceMs that Redis has not taken a job for ' +
-      '(Redis down, or refusing writes); the relay enqueues them once it does',
+      'PENDING events committed longer ago than relay.graceMs known to have no job in Redis: never ' +
+      "taken (Redis down, or refusing writes), or found lost by the relay's orphan pass and not taken back",
     labelNames: [],
     read: async () => [{ labels: {}, value: await unqueuedEvents(client, graceMs) }],
   })

@@ -1,5 +1,5 @@
 import type postgres from 'postgres'
-import { type EnqueuedRow, markEnqueued, markRequeued } from '../db/events.js'
+import { type EnqueuedRow, markEnqueued, markRequeued, markUnqueued } from '../db/events.js'
 import { withDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
 import type { Logger } from '../logger.js'
@@ -7,6 +7,7 @@ import type { JobQueue, JobState, JobToAdd } from './backend.js'
 import { type ProcessEventData, processEventJobId, processEventsJobs } from './jobs.js'
 
 const ADD_DEADLINE_MS = 2000
+const FAILURE_LOG_EVERY_MS = 30_000
 
 /** A row to requeue, with the job it was first enqueued in when known (inbound_events.job_id). */
 export interface RequeuedRow {
@@ -42,6 +43,8 @@ export function createEnqueuer(deps: {
   failpoints: Failpoints
 }): Enqueuer {
   let batch: string[] = []
+  let lastFailureLog = Number.NEGATIVE_INFINITY
+  let unlogged = 0
   const inFlight = new Set<Promise<void>>()
 
   const addJobs = async (jobs: readonly JobToAdd<ProcessEventData>[], replacing = false) => {
@@ -76,10 +79,13 @@ export function createEnqueuer(deps: {
     }
     const done = add(ids)
       .catch((error: unknown) => {
-        deps.logger.warn(
-          { err: error, count: ids.length },
-          'enqueue failed; the relay will enqueue these rows',
-        )
+        // A Redis that is down or full fails every request's enqueue: one line per interval, with
+        // the rows since the last, not one per request (the relay enqueues them all).
+        unlogged += ids.length
+        if (Date.now() - lastFailureLog < FAILURE_LOG_EVERY_MS) return
+        lastFailureLog = Date.now()
+        deps.logger.warn({ err: error, count: unlogged }, 'enqueue failed; the relay will enqueue these rows')
+        unlogged = 0
       })
       .finally(() => inFlight.delete(done))
     inFlight.add(done)
@@ -109,7 +115,15 @@ export function createEnqueuer(deps: {
           : []
       }),
     )
-    await addJobs(processEventsJobs(readd.map((row) => row.id)), true)
+    const ids = readd.map((row) => row.id)
+    try {
+      await addJobs(processEventsJobs(ids), true)
+    } catch (error) {
+      // Redis refused them (full, down): known to have no job, so they show as unqueued and the
+      // relay's every-tick pass retries them, instead of waiting for another quiet period.
+      await markUnqueued(deps.sql, ids).catch(() => {})
+      throw error
+    }
     return readd.length
   }
 

@@ -14,6 +14,7 @@ import {
 } from '../../src/queue/jobs.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { testRedisUrl } from '../support/env.js'
+import { startRedisServer } from '../support/redis-server.js'
 import { uniquePrefix } from '../support/stack.js'
 
 let database: TestDatabase
@@ -100,5 +101,48 @@ describe('Enqueuer.requeue', () => {
     await queue.remove(batchJobId)
     expect(await enqueuer.requeue([{ id: finished, jobId: batchJobId }])).toBe(1)
     expect(await queue.getJobState(processEventJobId(finished))).toBe('waiting')
+  })
+
+  it('leaves rows whose lost job a full Redis would not take back as unqueued, for the gauge and the relay', async () => {
+    const redis = await startRedisServer(undefined, ['--maxmemory-policy', 'noeviction'])
+    const full = new Redis(redis.url, { maxRetriesPerRequest: 1 })
+    const fullQueue = new Queue<ProcessEventData>(INBOUND_QUEUE, { connection: full, prefix: uniquePrefix() })
+    try {
+      const ids = (
+        await claimEvents(
+          database.sql,
+          ['evt_full_1', 'evt_full_2'].map((eventId) => ({
+            source: 'acme',
+            eventId,
+            eventType: null,
+            payloadHash: 'a'.repeat(64),
+            body: Buffer.from('{}'),
+            headers: {},
+          })),
+        )
+      ).map((claim) => claim.id)
+      // Enqueued a while ago in a job Redis no longer has.
+      await database.sql`
+        update inbound_events set enqueued_at = now() - interval '2 minutes', job_id = 'evts-gone'
+        where id = any(${ids}::uuid[])`
+      const onFull = createEnqueuer({
+        queue: bullmqJobQueue(fullQueue),
+        sql: database.sql,
+        logger: createLogger('silent'),
+        failpoints: noFailpoints,
+      })
+      await fullQueue.getJobCounts('waiting') // BullMQ's scripts loaded while there is room
+      for (let i = 0; i < 4; i += 1) await full.set(`filler:${i}`, 'x'.repeat(256 * 1024))
+      await full.config('SET', 'maxmemory', '1mb')
+
+      await expect(onFull.requeue(ids.map((id) => ({ id, jobId: 'evts-gone' })))).rejects.toThrow(/OOM/)
+      const unqueued = await database.sql`
+        select id from inbound_events where id = any(${ids}::uuid[]) and enqueued_at is null`
+      expect(unqueued).toHaveLength(2)
+    } finally {
+      await fullQueue.close()
+      full.disconnect()
+      await redis.stop()
+    }
   })
 })
