@@ -13,6 +13,7 @@ export type AlertCondition =
   | 'oldest_pending'
   | 'backfill_stuck'
   | 'backpressure'
+  | 'events_unqueued'
 
 /** One alert as a person reads it. */
 export interface Alert {

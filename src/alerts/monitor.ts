@@ -7,6 +7,7 @@ import {
   staleReconciliations,
   stuckBackfills,
   unfinishedAtLeast,
+  unqueuedEvents,
 } from '../db/alert-queries.js'
 import { DEFAULT_STUCK_AFTER_MS, watchPass } from '../deadline.js'
 import type { CircuitView, Destination } from '../delivery/guard.js'
@@ -175,6 +176,18 @@ export function createAlertMonitor(deps: {
           summary: `The oldest PENDING event has waited ${describeMs(backlog.oldestMs)} (over ${describeMs(conditions.oldestPendingMs)})`,
           path: '/admin/events?status=pending',
           details: { oldestPendingMs: Math.round(backlog.oldestMs) },
+        })
+      }
+    }
+    if (conditions.unqueuedEvents !== null) {
+      const unqueued = await unqueuedEvents(deps.sql, deps.config.file.relay.graceMs)
+      if (unqueued > conditions.unqueuedEvents) {
+        notify({
+          condition: 'events_unqueued',
+          subject: 'queue',
+          summary: `${unqueued} committed events have no job in Redis (over ${conditions.unqueuedEvents}): Redis is down or refuses writes (OOM). They are safe in the ledger and the relay enqueues them once Redis takes writes; see /readyz and the log`,
+          path: '/admin/events?status=pending',
+          details: { unqueued },
         })
       }
     }

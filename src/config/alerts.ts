@@ -68,6 +68,8 @@ export const alertsSchema = z
          * claims are being refused with 429 (off when that bound is not set).
          */
         backpressure: z.boolean().default(true),
+        /** More committed events than this that Redis has not taken a job for (down, or refusing writes). */
+        unqueuedEvents: threshold(100),
       })
       .strict()
       .prefault({}),

@@ -16,8 +16,8 @@ export interface EnqueuedRow {
 
 /**
  * Records that jobs for these rows are in the queue, and which, so the relay leaves them alone. Only
- * a row's first enqueue is recorded: a later one (the relay's, a replay's) adds the row's own job,
- * which the relay always checks.
+ * a row's first enqueue is recorded here: the api's enqueue and the relay's may race for a row, and
+ * either job runs it. A job that replaces a lost one is recorded by markRequeued.
  */
 export async function markEnqueued(client: postgres.Sql, rows: readonly EnqueuedRow[]): Promise<void> {
   if (rows.length === 0) return
@@ -25,6 +25,28 @@ export async function markEnqueued(client: postgres.Sql, rows: readonly Enqueued
     update inbound_events e set enqueued_at = now(), job_id = i.job_id
     from unnest(${rows.map((row) => row.id)}::uuid[], ${rows.map((row) => row.jobId)}::text[]) as i(id, job_id)
     where e.id = i.id and e.enqueued_at is null`
+}
+
+/**
+ * PENDING rows found without a live job: no job is known for them until one is added again, so they
+ * count as unqueued (hookledger_events_unqueued) and the relay's every-tick pass retries them.
+ */
+export async function markUnqueued(client: postgres.Sql, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return
+  await client`
+    update inbound_events set enqueued_at = null where id = any(${ids}::uuid[]) and status = 'pending'`
+}
+
+/**
+ * Records the jobs that replace lost ones (the relay's orphan recovery, a replay): the relay's next
+ * check of a row asks about this job, not the lost one.
+ */
+export async function markRequeued(client: postgres.Sql, rows: readonly EnqueuedRow[]): Promise<void> {
+  if (rows.length === 0) return
+  await client`
+    update inbound_events e set enqueued_at = coalesce(e.enqueued_at, now()), job_id = i.job_id
+    from unnest(${rows.map((row) => row.id)}::uuid[], ${rows.map((row) => row.jobId)}::text[]) as i(id, job_id)
+    where e.id = i.id`
 }
 
 /** What a worker needs of a leased row. */

@@ -27,6 +27,7 @@ import {
   runAgainAt,
 } from './backend.js'
 import { INBOUND_QUEUE, type ProcessEventData, processEventData, processEventLaterJob } from './jobs.js'
+import { type LostJobTally, lostJobTally, queueErrorLog } from './lost-jobs.js'
 import { describeError, runLeased } from './run-leased.js'
 import { createSlots, type Slots } from './slots.js'
 
@@ -101,11 +102,10 @@ export function startWorker(deps: WorkerDependencies): JobProcessor {
     handlers: createSlots(settings.concurrency),
     leased: createSlots(settings.concurrency * LEASED_PER_SLOT),
   }
-  // ioredis reports every reconnect attempt during an outage; one line per half minute is enough.
-  let lastErrorLog = 0
-  return deps.backend.process<ProcessEventData>(
+  const lost = lostJobTally(deps.logger)
+  const processor = deps.backend.process<ProcessEventData>(
     INBOUND_QUEUE,
-    async (job) => processJob(deps, batches, gates, job),
+    async (job) => processJob(deps, batches, gates, lost, job),
     {
       concurrency: settings.concurrency,
       stalled: {
@@ -113,18 +113,15 @@ export function startWorker(deps: WorkerDependencies): JobProcessor {
         lockMs: Math.max(settings.stalledIntervalMs, 5000),
         maxCount: 3,
       },
-      onError: (error) => {
-        if (Date.now() - lastErrorLog < 30_000) return
-        lastErrorLog = Date.now()
-        deps.logger.warn({ err: error }, 'worker cannot reach Redis; retrying')
-      },
-      onFailed: (jobId, error) =>
-        deps.logger.warn(
-          { err: describeError(error), jobId },
-          'job failed; the relay re-enqueues its row if needed',
-        ),
+      ...queueErrorLog(deps.logger, lost),
     },
   )
+  return {
+    async close(force) {
+      await processor.close(force)
+      lost.stop()
+    },
+  }
 }
 
 /** The sources whose handler is the configured forward alone, whose lease claims the forward too. */
@@ -149,9 +146,17 @@ async function processJob(
   deps: WorkerDependencies,
   batches: Batches,
   gates: Gates,
+  lost: LostJobTally,
   job: QueuedJob<ProcessEventData>,
 ): Promise<JobResult> {
-  const { eventRowIds } = processEventData.parse(job.data)
+  const parsed = processEventData.safeParse(job.data)
+  if (!parsed.success) {
+    // Its hash was evicted or flushed (BullMQ hands over `{}`): the rows it carried are in the ledger
+    // and the relay's orphan pass gives them jobs again. Completing it removes the hollow id.
+    lost.add(job.id)
+    return done
+  }
+  const { eventRowIds } = parsed.data
   const [only] = eventRowIds
   if (only !== undefined && eventRowIds.length === 1) {
     return processEvent(deps, batches, gates, only, job.id)

@@ -45,6 +45,7 @@ import {
   reconcileJobOptions,
 } from '../queue/jobs.js'
 import { claimQueuePrefix } from '../queue/prefix-owner.js'
+import { type RedisWatch, redisProblems, watchRedis } from '../queue/redis-health.js'
 import { startRelay } from '../queue/relay.js'
 import { startWorker } from '../queue/worker.js'
 
@@ -146,7 +147,13 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const backend: QueueBackend =
     env.REDIS_URL === undefined
       ? createInProcessBackend()
-      : createBullmqBackend({ url: env.REDIS_URL, prefix: queuePrefix })
+      : createBullmqBackend({ url: env.REDIS_URL, prefix: queuePrefix, logger })
+  const redisWatch =
+    backend.kind === 'bullmq'
+      ? watchRedis({ inspect: () => backend.inspect(), logger, intervalMs: REDIS_CHECK_MS })
+      : undefined
+  // Said at start, before the process listens: an evicting Redis loses jobs from the first event on.
+  if (redisWatch !== undefined) await settlesWithin(redisWatch.check(), 2000)
   const queue = backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions)
   const enqueuer = createEnqueuer({ queue, sql: scopes.worker.sql, logger, failpoints })
 
@@ -162,7 +169,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
 
   const metrics = createMetrics()
   // Read when /metrics is scraped: a request.
-  addLedgerGauges(metrics, scopes.request.sql, queue, [...config.sources.keys()])
+  addLedgerGauges(metrics, scopes.request.sql, queue, [...config.sources.keys()], config.file.relay.graceMs)
   addOutboundGauges(metrics, scopes.request.sql, {
     // Labels only for the tools this deployment names: its own, those in code, those in the config.
     tools: [
@@ -200,9 +207,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   alerts?.start(delivery)
   const readiness: ReadinessCheck[] = [
     { name: 'postgres', check: () => scopes.request.db.execute(sql`select 1`) },
-    backend.kind === 'bullmq'
-      ? { name: 'redis', check: () => backend.ping() }
-      : { name: 'queue', check: async () => {}, ok: 'in-process' },
+    redisWatch === undefined
+      ? { name: 'queue', check: async () => {}, ok: 'in-process' }
+      : { name: 'redis', check: () => redisReadiness(redisWatch) },
   ]
   const claims = createClaimBatcher(scopes.request.sql, {
     deadlineMs: timeouts.request,
@@ -250,6 +257,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     await settlesWithin(delivery.close(), 2000)
     await settlesWithin(queue.close(), 2000)
     await settlesWithin(reconcileQueue.close(), 2000)
+    redisWatch?.stop()
     await backend.close()
     await ledger.close()
     await embedded?.stop()
@@ -423,6 +431,19 @@ function requireOneProcess(env: Environment, role: Role): void {
 const SHUTDOWN_DRAIN_MS = 10_000
 /** Beyond a handler's deadline, what a transaction may spend between two statements. */
 const IDLE_IN_TRANSACTION_MARGIN_MS = 10_000
+
+/** How often the queue's Redis is checked for an evicting policy and refused writes (also on /readyz). */
+const REDIS_CHECK_MS = 30_000
+
+/**
+ * Ready, degraded, when Redis answers but evicts or refuses writes: the api still commits every event
+ * and the relay enqueues it once Redis takes it, so taking the process out of its balancer would turn
+ * a delay into refused deliveries. Not ready only when Redis does not answer (as before).
+ */
+async function redisReadiness(watch: RedisWatch) {
+  const problems = redisProblems(await watch.check())
+  return problems.length === 0 ? undefined : { degraded: problems.join('; ') }
+}
 
 /**
  * Node's defaults let a client drip its body for 300 s, and check only every 30 s: hundreds of slow

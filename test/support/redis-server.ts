@@ -4,17 +4,23 @@ import { freePort } from './child.js'
 
 /**
  * A redis-server of the test's own, so the test can stop it without touching anyone else's.
- * `extraArgs` are more redis-server options (`--maxmemory-policy allkeys-lru`).
+ * `args` are more redis-server options, e.g. `['--maxmemory-policy', 'allkeys-lru']`.
  */
-export async function startRedisServer(port?: number, extraArgs: readonly string[] = []) {
+export async function startRedisServer(port?: number, args: readonly string[] = []) {
   const listenPort = port ?? (await freePort())
   const server: ChildProcess = spawn(
     'redis-server',
-    ['--port', String(listenPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...extraArgs],
+    ['--port', String(listenPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args],
     { stdio: 'ignore' },
   )
   const url = `redis://127.0.0.1:${listenPort}`
-  const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  // No ready check: it is an INFO, which a test's server may have disabled.
+  const probe = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    enableReadyCheck: false,
+  })
   probe.on('error', () => {})
   const deadline = Date.now() + 10_000
   for (;;) {
