@@ -3,7 +3,9 @@ import type { Ledger } from '../db/client.js'
 import type { EventInvoker } from '../handlers/types.js'
 import type { Logger } from '../logger.js'
 import { addGauge, type Metrics } from '../metrics.js'
+import type { JobQueue } from '../queue/backend.js'
 import { producerConnection } from '../queue/connections.js'
+import { type ProcessEventData, processEventLaterJob } from '../queue/jobs.js'
 import type { FanOutDependencies } from './fan-out.js'
 import type { CircuitView, Destination, DestinationGuard, GuardEvents } from './guard.js'
 import { createMemoryGuard } from './memory-guard.js'
@@ -31,6 +33,8 @@ export function startDeliveryControl(deps: {
   logger: Logger
   metrics: Metrics
   invoker: EventInvoker
+  /** Where an ordering key's hand-off adds the next event's job. */
+  queue: JobQueue<ProcessEventData>
   events?: GuardEvents & Pick<FanOutDependencies, 'onRouteDisabled'>
 }): DeliveryControl {
   const { config, logger } = deps
@@ -79,6 +83,13 @@ export function startDeliveryControl(deps: {
       ordering: {
         recheckMs: config.file.delivery.orderingRecheckMs,
         failedHeadRecheckMs: config.file.delivery.pausedRecheckMs,
+        // A job of its own, under a fresh id: the event's waiting job stays as the fallback, and
+        // whichever runs second finds the row DONE (one lease query) or leased.
+        handOff: (eventRowId, delayMs) => {
+          const job = processEventLaterJob(eventRowId, delayMs)
+          return deps.queue.add(job.name, job.data, job.opts)
+        },
+        logger,
       },
       ...(deps.events?.onRouteDisabled === undefined ? {} : { onRouteDisabled: deps.events.onRouteDisabled }),
     },

@@ -160,6 +160,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     logger,
     metrics,
     invoker: eventInvoker(outbound),
+    queue,
     events: {
       onRouteDisabled: (source, route, reason) => alerts?.notify(routeDisabledAlert(source, route, reason)),
       onCircuitOpen: (id, coolDownMs) =>
