@@ -27,57 +27,83 @@ export const SOURCE_SCOPE = ''
 const SEQ_OF = (alias: string) =>
   `coalesce(${alias}.received_seq, (extract(epoch from ${alias}.received_at) * 1000000)::bigint - 9000000000000000000)`
 
+/** The head lookup's answer: what blocks the event, and whether its own key row is in place. */
+export interface OrderingLookup {
+  head: OrderingHead | undefined
+  /** The event has its key row in this scope with this hash; when not, recordOrderingKey writes it. */
+  recorded: boolean
+}
+
 /**
  * The earliest event of the same source, received before this one, with the same key in this scope
  * (`routeId`, '' for the source's own key) and not done: not DONE, and with a route, its delivery to
  * that route not done, where an event not yet looked at counts too (it may match the route). One
- * probe of event_ordering_keys' partial index; the event's own key row is written first when it is
- * missing or holds another hash (an event claimed before the key was configured, or changed).
+ * probe of event_ordering_keys' partial index, read only: a write in it (even an upsert that
+ * changes nothing) made every check commit to the WAL, 3.0 ms instead of 0.4.
  */
 export async function findOrderingHead(
   client: postgres.Sql,
   eventRowId: string,
   routeId: string,
   keyHash: string,
-  /** Write the event's own key row if missing or stale (the worker); the admin page only reads. */
-  recordOwn = true,
-): Promise<OrderingHead | undefined> {
-  const [head] = await client<
-    Array<{ id: string; event_id: string; status: EventStatus; behind_others: boolean }>
+): Promise<OrderingLookup> {
+  const [row] = await client<
+    Array<{
+      id: string | null
+      event_id: string | null
+      status: EventStatus | null
+      behind_others: boolean | null
+      recorded: boolean
+    }>
   >`
     with me as (
       select e.id, e.source, ${client.unsafe(SEQ_OF('e'))} as seq from inbound_events e where e.id = ${eventRowId})
-    ${
-      recordOwn
-        ? client`, mine as (
-      insert into event_ordering_keys as k (event_row_id, route_id, source, key_hash, seq)
-      select me.id, ${routeId}, me.source, decode(${keyHash}, 'hex'), me.seq from me
-      on conflict (event_row_id, route_id) do update set key_hash = excluded.key_hash, held = true
-      where k.key_hash <> excluded.key_hash)`
-        : client``
-    }
-    select h.id, h.event_id, h.status, exists (
-      -- Stops at the first: the event right behind the head, when it is not the one asking.
-      select 1 from event_ordering_keys k
+    select h.id, h.event_id, h.status,
+      h.id is not null and exists (
+        -- Stops at the first: the event right behind the head, when it is not the one asking.
+        select 1 from event_ordering_keys k
+        join inbound_events o on o.id = k.event_row_id
+        where k.source = me.source and k.route_id = ${routeId} and k.key_hash = h.key_hash
+          and k.held and k.seq > h.seq and k.seq < me.seq
+          and o.status in ('pending', 'processing', 'failed')
+          ${routeId === SOURCE_SCOPE ? client`` : unfinishedOnRoute(client, routeId)}) as behind_others,
+      exists (select 1 from event_ordering_keys k
+              where k.event_row_id = me.id and k.route_id = ${routeId}
+                and k.key_hash = decode(${keyHash}, 'hex')) as recorded
+    -- Lateral, so the line is walked in the index's seq order and stops at the first unfinished
+    -- event; as a plain join the planner read all 800 of a held key and sorted them.
+    from me left join lateral (
+      select o.id, o.event_id, o.status, k.key_hash, k.seq
+      from event_ordering_keys k
       join inbound_events o on o.id = k.event_row_id
-      where k.source = h.source and k.route_id = ${routeId} and k.key_hash = h.key_hash
-        and k.held and k.seq > h.seq and k.seq < h.my_seq
-        and o.status in ('pending', 'processing', 'failed')
-        ${routeId === SOURCE_SCOPE ? client`` : unfinishedOnRoute(client, routeId)}) as behind_others
-    from (
-      select o.id, o.event_id, o.status, o.source, k.key_hash, k.seq, me.seq as my_seq
-      from me
-      join event_ordering_keys k
-        on k.source = me.source and k.route_id = ${routeId} and k.key_hash = decode(${keyHash}, 'hex')
-           and k.held and k.seq < me.seq
-      join inbound_events o on o.id = k.event_row_id
-      where o.status in ('pending', 'processing', 'failed')
+      where k.source = me.source and k.route_id = ${routeId} and k.key_hash = decode(${keyHash}, 'hex')
+        and k.held and k.seq < me.seq and o.status in ('pending', 'processing', 'failed')
         ${routeId === SOURCE_SCOPE ? client`` : unfinishedOnRoute(client, routeId)}
       order by k.seq
-      limit 1) h`
-  return head === undefined
-    ? undefined
-    : { id: head.id, eventId: head.event_id, status: head.status, behindOthers: head.behind_others }
+      limit 1) h on true`
+  if (row === undefined) return { head: undefined, recorded: true }
+  const head =
+    row.id === null || row.event_id === null || row.status === null
+      ? undefined
+      : { id: row.id, eventId: row.event_id, status: row.status, behindOthers: row.behind_others === true }
+  return { head, recorded: row.recorded }
+}
+
+/**
+ * Writes an event's key row in a scope, or corrects its hash: for an event claimed before the key
+ * was configured (or changed), so the events behind it find it.
+ */
+export async function recordOrderingKey(
+  client: postgres.Sql,
+  eventRowId: string,
+  routeId: string,
+  keyHash: string,
+): Promise<void> {
+  await client`
+    insert into event_ordering_keys as k (event_row_id, route_id, source, key_hash, seq)
+    select e.id, ${routeId}, e.source, decode(${keyHash}, 'hex'), ${client.unsafe(SEQ_OF('e'))}
+    from inbound_events e where e.id = ${eventRowId}
+    on conflict (event_row_id, route_id) do update set key_hash = excluded.key_hash, held = true`
 }
 
 function unfinishedOnRoute(client: postgres.Sql, routeId: string) {
@@ -109,19 +135,19 @@ export async function releaseOrderingKey(
   const [next] = await client<Array<{ id: string; state: NextInLine['state'] | null }>>`
     with mine as (
       update event_ordering_keys set held = false
-      where event_row_id = ${eventRowId} and route_id = ${routeId}
+      where event_row_id = ${eventRowId} and route_id = ${routeId} and held
       returning source, key_hash, seq)
-    select o.id, case when o.status = 'processing' then 'running'
-                      when o.status = 'pending' and o.next_attempt_at is not null then 'waiting' end as state
-    from mine
-    join event_ordering_keys k
-      on k.source = mine.source and k.route_id = ${routeId} and k.key_hash = mine.key_hash
-         and k.held and k.seq > mine.seq
-    join inbound_events o on o.id = k.event_row_id
-    where o.status in ('pending', 'processing', 'failed')
-      ${routeId === SOURCE_SCOPE ? client`` : unfinishedOnRoute(client, routeId)}
-    order by k.seq
-    limit 1`
+    select n.id, case when n.status = 'processing' then 'running'
+                      when n.status = 'pending' and n.next_attempt_at is not null then 'waiting' end as state
+    from mine cross join lateral (
+      select o.id, o.status, o.next_attempt_at
+      from event_ordering_keys k
+      join inbound_events o on o.id = k.event_row_id
+      where k.source = mine.source and k.route_id = ${routeId} and k.key_hash = mine.key_hash
+        and k.held and k.seq > mine.seq and o.status in ('pending', 'processing', 'failed')
+        ${routeId === SOURCE_SCOPE ? client`` : unfinishedOnRoute(client, routeId)}
+      order by k.seq
+      limit 1) n`
   return next === undefined || next.state === null ? undefined : { id: next.id, state: next.state }
 }
 

@@ -79,6 +79,11 @@ export function routesHandler(
   const compiled = routes.map((route) => compileRoute(deps, source, route, codeHandlers))
   return {
     kind: 'direct',
+    // Every ordered route's line, once the event is DONE: those it did not match too. Until it was
+    // looked at, it stood in their lines (it might have matched), and an event behind it waited.
+    done: async (eventRowId) => {
+      await Promise.all(compiled.map((route) => route.done?.(eventRowId)))
+    },
     async run(context) {
       const matched = compiled.filter((route) =>
         route.matches({ eventType: context.eventType, event: context.event }),

@@ -6,6 +6,7 @@ import {
   findOrderingHead,
   type OrderingHead,
   type OrderingKeyRow,
+  recordOrderingKey,
   releaseOrderingKey,
   SOURCE_SCOPE,
 } from '../db/ordering.js'
@@ -147,7 +148,8 @@ export function orderedScope(
       const keyHash = key.of(context.event)
       if (keyHash === undefined) return
       await catchUp()
-      const head = await findOrderingHead(sql, context.eventRowId, routeId, keyHash)
+      const { head, recorded } = await findOrderingHead(sql, context.eventRowId, routeId, keyHash)
+      if (!recorded) await recordOrderingKey(sql, context.eventRowId, routeId, keyHash)
       if (head === undefined) return
       noteWait(keyHash, context.eventRowId, head)
       throw new RetryLaterError(

@@ -69,7 +69,7 @@ export function eventRoutes(deps: EventRouteDependencies) {
     }
     const key = compileOrderingKey(pointer).of(parsed)
     if (key === undefined) return undefined
-    const head = await findOrderingHead(deps.db.$client, event.id, SOURCE_SCOPE, key, false)
+    const { head } = await findOrderingHead(deps.db.$client, event.id, SOURCE_SCOPE, key)
     return head === undefined ? undefined : { ...head, pointer }
   }
 
