@@ -33,8 +33,10 @@ export function startDeliveryControl(deps: {
   logger: Logger
   metrics: Metrics
   invoker: EventInvoker
-  /** Where an ordering key's hand-off adds the next event's job. */
+  /** Where an ordering key's hand-off adds the next event's job, when it is not run at once. */
   queue: JobQueue<ProcessEventData>
+  /** Runs an event now in this process's worker; false when there is none (yet). */
+  runNow?: (eventRowId: string) => boolean
   events?: GuardEvents & Pick<FanOutDependencies, 'onRouteDisabled'>
 }): DeliveryControl {
   const { config, logger } = deps
@@ -83,11 +85,13 @@ export function startDeliveryControl(deps: {
       ordering: {
         recheckMs: config.file.delivery.orderingRecheckMs,
         failedHeadRecheckMs: config.file.delivery.pausedRecheckMs,
-        // A job of its own, under a fresh id: the event's waiting job stays as the fallback, and
-        // whichever runs second finds the row DONE (one lease query) or leased.
-        handOff: (eventRowId, delayMs) => {
+        // At once in this worker (a round through Redis cost ~25 ms per event of a busy key), or
+        // a job of its own under a fresh id. Either way the event's waiting job stays as the
+        // fallback, and whichever runs second finds the row DONE (one lease query) or leased.
+        handOff: async (eventRowId, delayMs) => {
+          if (delayMs === 0 && deps.runNow?.(eventRowId) === true) return
           const job = processEventLaterJob(eventRowId, delayMs)
-          return deps.queue.add(job.name, job.data, job.opts)
+          await deps.queue.add(job.name, job.data, job.opts)
         },
         logger,
       },

@@ -152,6 +152,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   addOutboundGauges(metrics, ledger.sql)
   const alerts = runsWorker ? createAlertMonitor({ config, sql: ledger.sql, outbound, logger }) : undefined
   // Every role: the worker guards its deliveries, the api shows the circuits on /metrics and the admin page.
+  // Bound once the worker starts: an ordering key's hand-off runs the next event in it.
+  let runNow: ((eventRowId: string) => void) | undefined
   const delivery = startDeliveryControl({
     config,
     redisUrl: env.REDIS_URL,
@@ -161,6 +163,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     metrics,
     invoker: eventInvoker(outbound),
     queue,
+    runNow: (eventRowId) => {
+      runNow?.(eventRowId)
+      return runNow !== undefined
+    },
     events: {
       onRouteDisabled: (source, route, reason) => alerts?.notify(routeDisabledAlert(source, route, reason)),
       onCircuitOpen: (id, coolDownMs) =>
@@ -247,6 +253,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         evidence: evidenceIntake({ config, db: ledger.db, sql: ledger.sql, logger }),
       })
     : undefined
+  runNow = worker?.runNow
   const reconciler = runsWorker
     ? startReconciler({ backend, db: ledger.db, queue: reconcileQueue, ledger: outbound, logger })
     : undefined
