@@ -9,6 +9,8 @@ import {
   takePassLease,
 } from '../db/backfill-cursors.js'
 import { LeaseLostError } from '../db/lease.js'
+import type { OrderingKeyRow } from '../db/ordering.js'
+import { orderingKeysOf } from '../delivery/ordering.js'
 import type { Logger } from '../logger.js'
 import type { BackfillProvider } from './config.js'
 import { BackfillError, type BackfillErrorCode } from './errors.js'
@@ -59,6 +61,8 @@ export interface PassDependencies {
 /** What a provider's sweep gets: where to list from, and how to record each page it finished. */
 export interface SweepContext {
   source: string
+  /** The event's keys in the source's ordered scopes, written with its claim (orderingKeysOf). */
+  orderingKeys: (event: unknown) => OrderingKeyRow[]
   sql: postgres.Sql
   client: ProviderClient
   config: SourceBackfill['config']
@@ -148,6 +152,7 @@ export async function runBackfillPass(
   }
   const context: SweepContext = {
     source: id,
+    orderingKeys: (event) => orderingKeysOf(source.config, event),
     sql: deps.sql,
     client: providerClient(backfill, credential, deps),
     config: backfill.config,

@@ -1,6 +1,7 @@
 import type postgres from 'postgres'
 import { createBatcher } from './batcher.js'
 import { withLedgerDeadline } from './client.js'
+import type { OrderingKeyRow } from './ordering.js'
 
 export interface NewEvent {
   source: string
@@ -13,6 +14,8 @@ export interface NewEvent {
   bodyKey?: string | null
   /** `backfill` for an event a backfill pass fetched from the provider's API; `webhook` when absent. */
   origin?: EventOrigin
+  /** Its keys in its source's ordered scopes (orderingKeysOf), written with the row. */
+  orderingKeys?: readonly OrderingKeyRow[]
 }
 
 export type EventOrigin = 'webhook' | 'backfill'
@@ -43,7 +46,11 @@ export async function claimEvents(
   if (events.length === 0) return []
   // Arrays, one per column, unnested in order: the first delivery of a key in the batch wins. Bodies
   // travel as hex because postgres-js sends no bytea arrays.
-  // The parsed body goes to inbound_event_payloads in the same statement, for the payload search.
+  // The parsed body goes to inbound_event_payloads in the same statement, for the payload search,
+  // and the ordering keys to event_ordering_keys, so a later event's head lookup finds this one.
+  const keys = events.flatMap((e) =>
+    (e.orderingKeys ?? []).map((k) => ({ source: e.source, eventId: e.eventId, ...k })),
+  )
   const inserted = await sql<Array<{ id: string; source: string; event_id: string; xid: string }>>`
     with inserted as (
     insert into inbound_events (source, event_id, event_type, payload_hash, body, headers, body_key, origin)
@@ -60,11 +67,12 @@ export async function claimEvents(
     ) with ordinality as input(source, event_id, event_type, payload_hash, body, headers, body_key, origin, position)
     order by position
     on conflict do nothing
-    returning id, source, event_id, body),
+    returning id, source, event_id, body, received_seq),
     payloads as (
       insert into inbound_event_payloads (event_row_id, body)
       select inserted.id, parsed from inserted, hookledger_body_json(inserted.body) as parsed
       where parsed is not null)
+    ${keys.length === 0 ? sql`` : orderingKeyWrites(sql, keys)}
     select id, source, event_id, pg_current_xact_id()::text as xid from inserted`
   const [first] = inserted
   if (first !== undefined) onInserted?.(first.xid, inserted.length)
@@ -148,6 +156,29 @@ export async function claimEvents(
     }
   }
   return results.flatMap((result) => result ?? [])
+}
+
+/**
+ * The claimed rows' ordering keys. A key listed twice for one row (the same event id twice in the
+ * batch) is taken from its first delivery, the one whose row was inserted.
+ */
+function orderingKeyWrites(
+  sql: postgres.Sql,
+  keys: ReadonlyArray<OrderingKeyRow & { source: string; eventId: string }>,
+) {
+  return sql`, ordering_keys as (
+      insert into event_ordering_keys (event_row_id, route_id, source, key_hash, seq)
+      select distinct on (inserted.id, k.route_id)
+             inserted.id, k.route_id, inserted.source, decode(k.key_hash, 'hex'), inserted.received_seq
+      from inserted join unnest(
+        ${keys.map((k) => k.source)}::text[],
+        ${keys.map((k) => k.eventId)}::text[],
+        ${keys.map((k) => k.routeId)}::text[],
+        ${keys.map((k) => k.keyHash)}::text[]
+      ) with ordinality as k(source, event_id, route_id, key_hash, position)
+        on k.source = inserted.source and k.event_id = inserted.event_id
+      order by inserted.id, k.route_id, k.position
+      on conflict do nothing)`
 }
 
 export interface ClaimBatcher {

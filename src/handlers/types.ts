@@ -97,7 +97,7 @@ export type DirectContext = Omit<HandlerContext, 'tx'>
  * ledger and writes nothing else, so no transaction is held while it waits on the network, and its
  * DONE mark is written in one statement with those of other events finishing at the same time.
  */
-export type SourceHandler =
+export type SourceHandler = (
   | { kind: 'transactional'; run: EventHandler }
   | {
       kind: 'direct'
@@ -108,6 +108,13 @@ export type SourceHandler =
        */
       forwardLeaseMs?: number
     }
+) & {
+  /**
+   * Called once the event's DONE has committed (an ordering key hands its line to the next event).
+   * It must not throw: the event is done whatever it does.
+   */
+  done?: (eventRowId: string) => Promise<void>
+}
 
 /**
  * The handler could not start its work yet (the forward is leased by a worker that died mid-call):
@@ -117,6 +124,8 @@ export class RetryLaterError extends Error {
   constructor(
     message: string,
     readonly retryAfterMs: number,
+    /** Logged at debug: the wait is reported elsewhere (an ordering key's summary per minute). */
+    readonly quiet = false,
   ) {
     super(message)
     this.name = 'RetryLaterError'

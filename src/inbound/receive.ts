@@ -3,6 +3,7 @@ import type { Source } from '../config/config.js'
 import type { ClaimBatcher } from '../db/claims.js'
 import { isLedgerUnavailable } from '../db/client.js'
 import { storableText } from '../db/text.js'
+import { orderingKeysOf } from '../delivery/ordering.js'
 import type { Backpressure, Refusal } from './backpressure.js'
 import { buildDedupKey } from './dedup-key.js'
 import type { RejectionCode } from './verifiers/index.js'
@@ -63,6 +64,7 @@ export async function receiveDelivery(
     body: raw,
     headers: storableHeaders({ ...pickHeaders(headers), ...verification.keptHeaders }),
     bodyKey: source.dedupOnBody ? payloadHash : null,
+    orderingKeys: orderingKeysOf(source.config, verification.event),
   }
   try {
     const claim = await deps.claims.claim(event)

@@ -91,11 +91,14 @@ export async function runLeased(
       // Waiting for another worker's lease is not this event's failure: no attempt is used up.
       const retryAt = Date.now() + Math.max(error.retryAfterMs, 250)
       await releaseLease(deps.sql, row.id, leaseToken, new Date(retryAt))
-      log().info({ retryAfterMs: error.retryAfterMs }, error.message)
+      if (error.quiet) log().debug({ retryAfterMs: error.retryAfterMs }, error.message)
+      else log().info({ retryAfterMs: error.retryAfterMs }, error.message)
       return runAgainAt(retryAt)
     }
     return recordFailure(deps, row, leaseToken, startedAt, error, log())
   }
+  // After the commit: an ordering key hands its line to the next event, which must see this DONE.
+  await handler?.done?.(row.id)
   return done
 }
 

@@ -91,7 +91,16 @@ const INFRASTRUCTURE_RETRY_MS = 1000
  * used up. The row decides, not the job: a redelivered or stalled job finds the row done, or leased
  * and locked by the worker still running it, and never runs the handler a second time at once.
  */
-export function startWorker(deps: WorkerDependencies): JobProcessor {
+export interface Worker extends JobProcessor {
+  /**
+   * Runs a row now in this process, outside any job (an ordering key's hand-off: the next event
+   * starts without a round through the queue). A row that must run later, or met an error, gets a
+   * job of its own, as a batch job's rows do. `close` waits for these runs too.
+   */
+  runNow(eventRowId: string): void
+}
+
+export function startWorker(deps: WorkerDependencies): Worker {
   const { settings } = deps
   const forwardClaims = forwardClaimsOf(deps.handlers)
   const batches: Batches = {
@@ -103,6 +112,8 @@ export function startWorker(deps: WorkerDependencies): JobProcessor {
     leased: createSlots(settings.concurrency * LEASED_PER_SLOT),
   }
   const lost = lostJobTally(deps.logger)
+  const running = new Set<Promise<void>>()
+  let closed = false
   const processor = deps.backend.process<ProcessEventData>(
     INBOUND_QUEUE,
     async (job) => processJob(deps, batches, gates, lost, job),
@@ -117,11 +128,40 @@ export function startWorker(deps: WorkerDependencies): JobProcessor {
     },
   )
   return {
+    runNow(eventRowId) {
+      if (closed) return
+      const run = runRowNow(deps, batches, gates, eventRowId).finally(() => running.delete(run))
+      running.add(run)
+    },
     async close(force) {
+      closed = true
       await processor.close(force)
+      if (force !== true) await Promise.allSettled([...running])
       lost.stop()
     },
   }
+}
+
+/** A row run outside any job; what must run later goes to the queue (its fallback job stays too). */
+async function runRowNow(deps: WorkerDependencies, batches: Batches, gates: Gates, eventRowId: string) {
+  const jobId = 'hand-off'
+  let later: number | undefined
+  try {
+    const result = await processEvent(deps, batches, gates, eventRowId, jobId)
+    if (result.kind === 'delayed') later = result.until - Date.now()
+  } catch (error) {
+    deps.logger.warn(
+      { err: describeError(error), eventRowId },
+      'event failed to run; it gets a job of its own',
+    )
+    later = INFRASTRUCTURE_RETRY_MS
+  }
+  if (later === undefined) return
+  const job = processEventLaterJob(eventRowId, later)
+  // Redis refusing it leaves the row to its own waiting job and to the relay.
+  await deps.queue.add(job.name, job.data, job.opts).catch((error: unknown) => {
+    deps.logger.warn({ err: describeError(error), eventRowId }, 'event not handed to the queue')
+  })
 }
 
 /** The sources whose handler is the configured forward alone, whose lease claims the forward too. */

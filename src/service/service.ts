@@ -190,6 +190,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       })
     : undefined
   // Every role: the worker guards its deliveries, the api shows the circuits on /metrics and the admin page.
+  // Bound once the worker starts: an ordering key's hand-off runs the next event in it.
+  let runNow: ((eventRowId: string) => void) | undefined
   const delivery = startDeliveryControl({
     config,
     redisUrl: env.REDIS_URL,
@@ -198,6 +200,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     logger,
     metrics,
     invoker: eventInvoker(outbound),
+    queue,
+    runNow: (eventRowId) => {
+      runNow?.(eventRowId)
+      return runNow !== undefined
+    },
     events: {
       onRouteDisabled: (source, route, reason) => alerts?.notify(routeDisabledAlert(source, route, reason)),
       onCircuitOpen: (id, coolDownMs) =>
@@ -302,6 +309,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         evidence: evidenceIntake({ config, db: scopes.worker.db, sql: scopes.worker.sql, logger }),
       })
     : undefined
+  runNow = worker?.runNow
   const reconciler = runsWorker
     ? startReconciler({
         backend,

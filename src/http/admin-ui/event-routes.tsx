@@ -5,7 +5,7 @@ import type { Database } from '../../db/client.js'
 import { findEvent, listEvents } from '../../db/event-queries.js'
 import { listEventRoutes } from '../../db/event-routes.js'
 import { listOperationsByKeyPrefix } from '../../db/operation-queries.js'
-import { findOrderingHead } from '../../db/ordering.js'
+import { findOrderingHead, SOURCE_SCOPE } from '../../db/ordering.js'
 import { replayEvent, replayFailedEvents } from '../../db/replay.js'
 import { compileOrderingKey } from '../../delivery/ordering.js'
 import type { Logger } from '../../logger.js'
@@ -69,7 +69,7 @@ export function eventRoutes(deps: EventRouteDependencies) {
     }
     const key = compileOrderingKey(pointer).of(parsed)
     if (key === undefined) return undefined
-    const head = await findOrderingHead(deps.db.$client, event.id, key)
+    const { head } = await findOrderingHead(deps.db.$client, event.id, SOURCE_SCOPE, key)
     return head === undefined ? undefined : { ...head, pointer }
   }
 
