@@ -13,6 +13,8 @@ export interface NewEvent {
   bodyKey?: string | null
   /** `backfill` for an event a backfill pass fetched from the provider's API; `webhook` when absent. */
   origin?: EventOrigin
+  /** The W3C traceparent of the receive's span (tracing on); absent or null: none. */
+  traceParent?: string | null
 }
 
 export type EventOrigin = 'webhook' | 'backfill'
@@ -46,8 +48,8 @@ export async function claimEvents(
   // The parsed body goes to inbound_event_payloads in the same statement, for the payload search.
   const inserted = await sql<Array<{ id: string; source: string; event_id: string; xid: string }>>`
     with inserted as (
-    insert into inbound_events (source, event_id, event_type, payload_hash, body, headers, body_key, origin)
-    select source, event_id, event_type, payload_hash, decode(body, 'hex'), headers::jsonb, body_key, origin
+    insert into inbound_events (source, event_id, event_type, payload_hash, body, headers, body_key, origin, trace_parent)
+    select source, event_id, event_type, payload_hash, decode(body, 'hex'), headers::jsonb, body_key, origin, trace_parent
     from unnest(
       ${events.map((e) => e.source)}::text[],
       ${events.map((e) => e.eventId)}::text[],
@@ -56,8 +58,10 @@ export async function claimEvents(
       ${events.map((e) => e.body.toString('hex'))}::text[],
       ${events.map((e) => JSON.stringify(e.headers))}::text[],
       ${events.map((e) => e.bodyKey ?? null)}::text[],
-      ${events.map((e) => e.origin ?? 'webhook')}::text[]
-    ) with ordinality as input(source, event_id, event_type, payload_hash, body, headers, body_key, origin, position)
+      ${events.map((e) => e.origin ?? 'webhook')}::text[],
+      ${events.map((e) => e.traceParent ?? null)}::text[]
+    ) with ordinality as input(source, event_id, event_type, payload_hash, body, headers, body_key, origin,
+                               trace_parent, position)
     order by position
     on conflict do nothing
     returning id, source, event_id, body),
