@@ -15,6 +15,7 @@ import {
   type ForwardResult,
   forwardArgs,
   forwardTool,
+  tracedForward,
 } from '../handlers/forward.js'
 import {
   type DirectContext,
@@ -173,14 +174,20 @@ async function runForward(
   }
   let outcome: InvokeOutcome<ForwardResult> | undefined
   try {
-    const tool = forwardTool(forward, {
-      raw: context.raw,
-      headers: context.headers,
-      signal: context.signal,
-      rejectionsStayOpen: true,
-    })
     const invoke = deps.invoker({ ...runOf(context), scope: ['route'] })
-    outcome = await invoke(tool, routeId, forwardArgs(context.source, context.eventId, context.raw))
+    outcome = await tracedForward(context.trace, forward, routeId, (traceparent) =>
+      invoke(
+        forwardTool(forward, {
+          raw: context.raw,
+          headers: context.headers,
+          signal: context.signal,
+          rejectionsStayOpen: true,
+          traceparent,
+        }),
+        routeId,
+        forwardArgs(context.source, context.eventId, context.raw),
+      ),
+    )
   } finally {
     const details = outcome === undefined ? {} : detailsOf(outcome)
     const retryAfterMs =
