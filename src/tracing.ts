@@ -136,3 +136,8 @@ export function contextUnder(parent: string | null | undefined): Context {
 export function scopeOf(tracer: Tracer, span: Span): TraceScope | undefined {
   return span.isRecording() ? { tracer, context: trace.setSpan(ROOT_CONTEXT, span) } : undefined
 }
+
+/** The trace id of a scope's span: what an operation started under it records as its `trace_id`. */
+export function traceIdIn(scope: TraceScope | undefined): string | undefined {
+  return scope === undefined ? undefined : trace.getSpanContext(scope.context)?.traceId
+}

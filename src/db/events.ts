@@ -134,7 +134,8 @@ export async function leaseEvents(
              jsonb_build_object('source', l.source, 'eventId', l.event_id, 'bodySha256', c.body_sha256)::text
                as args,
              gen_random_uuid() as lease_token, f.lease_ms, 'runtime'::text as actor, null::text as undo_ref,
-             l.id::text || '/' || l.attempts as run_id, null::text as trace_id, null::text as tool_call_id,
+             l.id::text || '/' || l.attempts as run_id, split_part(l.trace_parent, '-', 2) as trace_id,
+             null::text as tool_call_id,
              row_number() over (order by l.id) as position
       from leased l
       join unnest(${forwards.sources}::text[], ${forwards.leaseMs}::int[]) as f(source, lease_ms)

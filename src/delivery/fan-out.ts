@@ -27,6 +27,7 @@ import {
   type SourceHandler,
 } from '../handlers/types.js'
 import type { InvokeOutcome } from '../outbound/outcomes.js'
+import { traceIdIn } from '../tracing.js'
 import { compileFilter, type EventFilter } from './filter.js'
 import type { DeliveryVerdict, Destination, DestinationGuard } from './guard.js'
 import { compileOrderingKey, type OrderingSettings, waitForOrder } from './ordering.js'
@@ -284,6 +285,7 @@ function runOf(context: RouteContext) {
     source: context.source,
     eventId: context.eventId,
     runId: `${context.eventRowId}/${context.attempt}`,
+    traceId: traceIdIn(context.trace),
   }
 }
 

@@ -83,6 +83,8 @@ export type EventInvoker = (event: {
   scope?: readonly string[]
   /** Given by the worker for a direct handler: lets a last step mark the event DONE. */
   attempt?: EventAttempt
+  /** The attempt's trace (tracing on), recorded on the operations it invokes: observability only. */
+  traceId?: string | undefined
 }) => HandlerContext['invoke']
 
 /** Optional facts about the attempt, recorded on its attempt row. */

@@ -11,7 +11,7 @@ import {
   RetryLaterError,
 } from '../handlers/types.js'
 import type { Logger } from '../logger.js'
-import { contextUnder, scopeOf, TRACING_OFF, type TraceScope, traceIdOf } from '../tracing.js'
+import { contextUnder, scopeOf, TRACING_OFF, type TraceScope, traceIdIn, traceIdOf } from '../tracing.js'
 import { done, type JobResult, runAgainAt } from './backend.js'
 import type { Batches, WorkerDependencies } from './worker.js'
 
@@ -188,6 +188,7 @@ function handlerContext(
         eventId: row.eventId,
         runId: `${row.id}/${row.attempts}`,
         ...(attempt === undefined ? {} : { attempt }),
+        traceId: traceIdIn(trace),
       }) ??
       (() => {
         throw new Error('this worker has no outbound ledger')
