@@ -16,6 +16,8 @@ export interface NewEvent {
   origin?: EventOrigin
   /** Its keys in its source's ordered scopes (orderingKeysOf), written with the row. */
   orderingKeys?: readonly OrderingKeyRow[]
+  /** The W3C traceparent of the receive's span (tracing on); absent or null: none. */
+  traceParent?: string | null
 }
 
 export type EventOrigin = 'webhook' | 'backfill'
@@ -53,8 +55,8 @@ export async function claimEvents(
   )
   const inserted = await sql<Array<{ id: string; source: string; event_id: string; xid: string }>>`
     with inserted as (
-    insert into inbound_events (source, event_id, event_type, payload_hash, body, headers, body_key, origin)
-    select source, event_id, event_type, payload_hash, decode(body, 'hex'), headers::jsonb, body_key, origin
+    insert into inbound_events (source, event_id, event_type, payload_hash, body, headers, body_key, origin, trace_parent)
+    select source, event_id, event_type, payload_hash, decode(body, 'hex'), headers::jsonb, body_key, origin, trace_parent
     from unnest(
       ${events.map((e) => e.source)}::text[],
       ${events.map((e) => e.eventId)}::text[],
@@ -63,8 +65,10 @@ export async function claimEvents(
       ${events.map((e) => e.body.toString('hex'))}::text[],
       ${events.map((e) => JSON.stringify(e.headers))}::text[],
       ${events.map((e) => e.bodyKey ?? null)}::text[],
-      ${events.map((e) => e.origin ?? 'webhook')}::text[]
-    ) with ordinality as input(source, event_id, event_type, payload_hash, body, headers, body_key, origin, position)
+      ${events.map((e) => e.origin ?? 'webhook')}::text[],
+      ${events.map((e) => e.traceParent ?? null)}::text[]
+    ) with ordinality as input(source, event_id, event_type, payload_hash, body, headers, body_key, origin,
+                               trace_parent, position)
     order by position
     on conflict do nothing
     returning id, source, event_id, body, received_seq),

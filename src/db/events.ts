@@ -62,6 +62,8 @@ export interface LeasedEvent {
   receivedAt: Date
   /** Its forward operation, claimed by the lease with attempt 1 in flight (ForwardClaims). */
   forwardClaim?: OperationRow | undefined
+  /** The receive span's W3C traceparent (tracing on at receive time); null: none. */
+  traceParent: string | null
 }
 
 export type LeaseResult =
@@ -115,6 +117,7 @@ export async function leaseEvents(
       status: EventStatus
       lease_until: string | Date | null
       forward_claim: Record<string, unknown> | null
+      trace_parent: string | null
     }>
   >`
     with input as (
@@ -137,7 +140,7 @@ export async function leaseEvents(
           enqueued_at = coalesce(e.enqueued_at, now()), updated_at = now()
       from picked where e.id = picked.id
       returning e.id, e.lease_token, e.source, e.event_id, e.event_type, e.body, e.headers, e.attempts,
-                e.received_at, e.status, e.lease_until),
+                e.received_at, e.status, e.lease_until, e.trace_parent),
     claim_input as (
       -- The claim the forward's invoke would make (src/handlers/forward.ts): the key is
       -- stepKey([source, event id], 'forward'), the payload hash is payloadHash({ source, eventId,
@@ -153,7 +156,8 @@ export async function leaseEvents(
              jsonb_build_object('source', l.source, 'eventId', l.event_id, 'bodySha256', c.body_sha256)::text
                as args,
              gen_random_uuid() as lease_token, f.lease_ms, 'runtime'::text as actor, null::text as undo_ref,
-             l.id::text || '/' || l.attempts as run_id, null::text as trace_id, null::text as tool_call_id,
+             l.id::text || '/' || l.attempts as run_id, split_part(l.trace_parent, '-', 2) as trace_id,
+             null::text as tool_call_id,
              row_number() over (order by l.id) as position
       from leased l
       join unnest(${forwards.sources}::text[], ${forwards.leaseMs}::int[]) as f(source, lease_ms)
@@ -179,11 +183,12 @@ export async function leaseEvents(
     ${freshClaimWrites(client)}
     select l.id, l.lease_token, true as leased, l.source, l.event_id, l.event_type, l.body, l.headers, l.attempts,
            l.received_at, l.status, l.lease_until,
-           (select row_to_json(n) from inserted n where n.run_id = l.id::text || '/' || l.attempts) as forward_claim
+           (select row_to_json(n) from inserted n where n.run_id = l.id::text || '/' || l.attempts) as forward_claim,
+           l.trace_parent
     from leased l
     union all
     select e.id, e.lease_token, false, e.source, e.event_id, null, null, null, e.attempts, e.received_at,
-           e.status, e.lease_until, null
+           e.status, e.lease_until, null, null
     from inbound_events e
     where e.id = any(${requests.map((r) => r.id)}::uuid[]) and e.id not in (select id from leased)`
   const leasedByToken = new Map(rows.filter((row) => row.leased).map((row) => [row.lease_token, row]))
@@ -203,6 +208,7 @@ export async function leaseEvents(
           attempts: mine.attempts,
           receivedAt: new Date(mine.received_at),
           forwardClaim: mine.forward_claim === null ? undefined : toOperation(mine.forward_claim),
+          traceParent: mine.trace_parent,
         },
       }
     }

@@ -85,6 +85,11 @@ export const inboundEvents = pgTable(
     origin: text('origin', { enum: ['webhook', 'backfill'] })
       .notNull()
       .default('webhook'),
+    /**
+     * The W3C traceparent of the receive's span, written by the claim when tracing is on: the
+     * worker's span of the event continues that trace (src/tracing.ts). Observability only.
+     */
+    traceParent: text('trace_parent'),
   },
   (t) => [
     // The claim: concurrent deliveries of one event race on this index, never on a prior SELECT.

@@ -15,6 +15,7 @@ import {
   type ForwardResult,
   forwardArgs,
   forwardTool,
+  tracedForward,
 } from '../handlers/forward.js'
 import {
   type DirectContext,
@@ -26,6 +27,7 @@ import {
   type SourceHandler,
 } from '../handlers/types.js'
 import type { InvokeOutcome } from '../outbound/outcomes.js'
+import { traceIdIn } from '../tracing.js'
 import { compileFilter, type EventFilter } from './filter.js'
 import type { DeliveryVerdict, Destination, DestinationGuard } from './guard.js'
 import { type OrderingSettings, orderedScope } from './ordering.js'
@@ -193,14 +195,20 @@ async function runForward(
   }
   let outcome: InvokeOutcome<ForwardResult> | undefined
   try {
-    const tool = forwardTool(forward, {
-      raw: context.raw,
-      headers: context.headers,
-      signal: context.signal,
-      rejectionsStayOpen: true,
-    })
     const invoke = deps.invoker({ ...runOf(context), scope: ['route'] })
-    outcome = await invoke(tool, routeId, forwardArgs(context.source, context.eventId, context.raw))
+    outcome = await tracedForward(context.trace, forward, routeId, (traceparent) =>
+      invoke(
+        forwardTool(forward, {
+          raw: context.raw,
+          headers: context.headers,
+          signal: context.signal,
+          rejectionsStayOpen: true,
+          traceparent,
+        }),
+        routeId,
+        forwardArgs(context.source, context.eventId, context.raw),
+      ),
+    )
   } finally {
     const details = outcome === undefined ? {} : detailsOf(outcome)
     const retryAfterMs =
@@ -297,6 +305,7 @@ function runOf(context: RouteContext) {
     source: context.source,
     eventId: context.eventId,
     runId: `${context.eventRowId}/${context.attempt}`,
+    traceId: traceIdIn(context.trace),
   }
 }
 

@@ -12,6 +12,7 @@ import type { Metrics } from '../metrics.js'
 import { agentProtocol } from '../outbound/agent.js'
 import { createOutboundLedger, type OutboundLedger } from '../outbound/ledger.js'
 import type { Enqueuer } from '../queue/enqueuer.js'
+import type { Tracing } from '../tracing.js'
 import { adminUi } from './admin-ui/routes.js'
 import { errorBody, handleError } from './errors.js'
 import { bearerAuth } from './middleware/bearer.js'
@@ -45,6 +46,8 @@ export interface AppDependencies {
   circuit?: ((destinationId: string) => Promise<CircuitView>) | undefined
   /** Set: `/metrics` wants it as a bearer token. Unset: `/metrics` is open (keep it off the internet). */
   metricsToken?: string | undefined
+  /** OpenTelemetry (src/tracing.ts); absent: off. */
+  tracing?: Tracing | undefined
 }
 
 /** The HTTP app, built from its dependencies only, so tests pass a real database and their own queue. */
@@ -67,6 +70,7 @@ export function createApp(deps: AppDependencies) {
           agentTokens: agentTokensOf(deps.agentToken, deps.config.agentTokens),
           backpressure: deps.backpressure ?? noBackpressure,
           bodyLimitBytes: deps.config.file.server.operationsBodyLimitBytes,
+          tracing: deps.tracing,
         }),
       )
       .route('/admin/api', adminRoutes({ db: deps.db, adminToken: deps.adminToken }))

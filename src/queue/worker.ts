@@ -17,6 +17,7 @@ import type { EventInvoker, SourceHandler } from '../handlers/types.js'
 import type { EvidenceIntake } from '../inbound/evidence.js'
 import type { Logger } from '../logger.js'
 import type { Metrics } from '../metrics.js'
+import type { Tracing } from '../tracing.js'
 import {
   done,
   type JobProcessor,
@@ -46,6 +47,8 @@ export interface WorkerDependencies {
   invoke?: EventInvoker
   /** Keeps and applies what an event says about an outbound operation (sources with evidence rules). */
   evidence?: EvidenceIntake | undefined
+  /** OpenTelemetry (src/tracing.ts); absent: off. */
+  tracing?: Tracing | undefined
 }
 
 /**

@@ -7,7 +7,7 @@ import { circuitOpenAlert, createAlertMonitor, routeDisabledAlert } from '../ale
 import { startBackfill } from '../backfill/loop.js'
 import { backfillMetrics } from '../backfill/metrics.js'
 import { type Config, loadConfig } from '../config/config.js'
-import { type Environment, EnvironmentError } from '../config/env.js'
+import { type Environment, EnvironmentError, tracingSettings } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
 import { ledgerPoolSize, openLedger, scopeLedger } from '../db/client.js'
 import { checkDedupKeys } from '../db/dedup-keys.js'
@@ -48,6 +48,7 @@ import { claimQueuePrefix } from '../queue/prefix-owner.js'
 import { type RedisWatch, redisProblems, watchRedis } from '../queue/redis-health.js'
 import { startRelay } from '../queue/relay.js'
 import { startWorker } from '../queue/worker.js'
+import { startTracing } from '../tracing.js'
 
 export type Role = 'all' | 'api' | 'worker'
 
@@ -168,6 +169,17 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   })
 
   const metrics = createMetrics()
+  // Off unless an OTLP endpoint is set: then the SDK is loaded, and flushed last by close().
+  const tracing = await startTracing(tracingSettings(env))
+  if (tracing.enabled) {
+    logger.info(
+      {
+        tracesOrigin: new URL(tracingSettings(env).tracesUrl ?? '').origin,
+        sampler: env.OTEL_TRACES_SAMPLER,
+      },
+      'tracing on',
+    )
+  }
   // Read when /metrics is scraped: a request.
   addLedgerGauges(metrics, scopes.request.sql, queue, [...config.sources.keys()], config.file.relay.graceMs)
   addOutboundGauges(metrics, scopes.request.sql, {
@@ -255,6 +267,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           metricsToken: env.METRICS_TOKEN,
           dashboardQueues: backend.kind === 'bullmq' ? backend.queues() : undefined,
           circuit: delivery.circuit,
+          tracing,
         })
   // What the app stands on, stopped last by close(), or at once when the address cannot be had, so
   // that a library caller's process can end.
@@ -268,6 +281,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     await backend.close()
     await ledger.close()
     await embedded?.stop()
+    // Last: the spans of everything above are ended by now, so they are in the last export.
+    await settlesWithin(tracing.shutdown(), 5000)
   }
   let server: ServerType
   try {
@@ -307,6 +322,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         failpoints,
         invoke: eventInvoker(outbound),
         evidence: evidenceIntake({ config, db: scopes.worker.db, sql: scopes.worker.sql, logger }),
+        tracing,
       })
     : undefined
   runNow = worker?.runNow
