@@ -40,6 +40,7 @@ export async function approvalsCommand(
         const { positionals } = parseCommandLine({ args: rest, allowPositionals: true, strict: true })
         const id = positionals[0]
         if (id === undefined) throw usageError('approvals show needs an approval ID')
+        assertApprovalId(id)
         const view = await showApproval(ledger.db, id)
         if (view === undefined) throw new CliError(`no approval ${id}`)
         out(JSON.stringify(view, null, 2))
@@ -64,6 +65,7 @@ export async function approvalsCommand(
         if (id === undefined || !DECISIONS.includes(decision) || values.by === undefined) {
           throw usageError(`approvals decide needs an ID, --decision ${DECISIONS.join('|')} and --by NAME`)
         }
+        assertApprovalId(id)
         const outcome = await decide(ledger.db, {
           approvalId: id,
           decision,
@@ -96,5 +98,16 @@ export async function approvalsCommand(
     }
   } finally {
     await ledger.close()
+  }
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+/** An approval id is a uuid: anything else is a mistake to name, not a query for the database to refuse. */
+function assertApprovalId(id: string): void {
+  if (!UUID.test(id)) {
+    throw usageError(
+      `'${id}' is not an approval id: approval ids are uuids, as \`hookledger approvals list\` prints them`,
+    )
   }
 }
