@@ -75,7 +75,7 @@ const ApprovalCard: FC<{ view: ApprovalView; csrf: string }> = ({ view, csrf }) 
         </div>
         <div>
           <h2>Evidence</h2>
-          <Json value={view.evidence} />
+          <Json value={view.evidence} wrap />
         </div>
       </div>
       <NamedBy rows={view.namedBy} />
