@@ -178,6 +178,7 @@ async function runForward(
       headers: context.headers,
       signal: context.signal,
       rejectionsStayOpen: true,
+      idempotencyKey: `${context.source}:${context.eventId}:${routeId}`,
     })
     const invoke = deps.invoker({ ...runOf(context), scope: ['route'] })
     outcome = await invoke(tool, routeId, forwardArgs(context.source, context.eventId, context.raw))
