@@ -3,7 +3,7 @@
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-# npm ci's postinstall applies patches/ (the postgres driver's reset fix) with patch-package.
+# npm ci's prepare script applies patches/ (the postgres driver's reset fix) with patch-package.
 COPY patches ./patches
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
