@@ -87,8 +87,12 @@ async function main(argv: string[], debug: boolean): Promise<number> {
     return runBackfillCommand(rest, env, () => ledgerUrl(env), { ...io, logger })
   }
   if (command === 'approvals') {
-    const url = await ledgerUrl(readEnvironment(environment))
-    return approvalsCommand(rest, url, (line) => process.stdout.write(`${line}\n`))
+    const env = readEnvironment(environment)
+    return approvalsCommand(
+      rest,
+      () => ledgerUrl(env),
+      (line) => process.stdout.write(`${line}\n`),
+    )
   }
   if (command === 'routes') {
     const url = await ledgerUrl(readEnvironment(environment))

@@ -62,6 +62,13 @@ const MISTAKES: {
     says: /'123' is not an approval id: approval ids are uuids, as `hookledger approvals list` prints them/,
   },
   {
+    name: 'approvals show with an id that is not a uuid, and no ledger running',
+    args: ['approvals', 'show', '123'],
+    env: { HOOKLEDGER_DATA_DIR: join(directory, 'no-ledger') },
+    status: 2,
+    says: /'123' is not an approval id/,
+  },
+  {
     name: 'a second serve on a data folder in use',
     args: ['serve'],
     // The shipped config, with its secret from ./example.env.
