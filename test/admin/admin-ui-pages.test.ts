@@ -229,5 +229,18 @@ describe('events paused behind a disabled route', () => {
     }
     expect(row('paused-1')).toContain('<span class="badge b-warn">paused</span>')
     expect(row('fresh-1')).toContain('<span class="badge b-info">pending</span>')
+
+    // Its page: paused, and the route's exhausted operation says why it waits.
+    await stack.database.db.insert(operations).values({
+      operationKey: 'gone:paused-1:route:crm',
+      tool: 'forward',
+      effectClass: 'idempotent',
+      payloadHash: 'c'.repeat(64),
+      args: {},
+      status: 'exhausted',
+    })
+    const detail = await page(`/admin/events/${paused}`)
+    expect(detail.html).toMatch(/<\/h1><span class="badge b-warn">paused<\/span>/)
+    expect(detail.html).toContain('route paused: re-enable it under Routes to send again')
   })
 })
