@@ -74,6 +74,7 @@ svg.chart text { font:11px system-ui,sans-serif; fill:var(--muted); }
 .tabs a { padding:3px 10px; border:1px solid var(--line); border-radius:14px; text-decoration:none; background:var(--card); }
 .tabs a.on { background:var(--accent); color:#fff; border-color:var(--accent); }
 pre.wrap { white-space:pre-wrap; overflow-wrap:anywhere; }
+.hash { overflow-wrap:anywhere; }
 pre.excerpt { max-height:120px; white-space:pre-wrap; overflow-wrap:anywhere; font-size:12px; padding:6px 8px; }
 /* Narrow screens: one column, and a wide table scrolls inside itself instead of widening the page. */
 @media (max-width: 760px) {
