@@ -52,8 +52,14 @@ try {
   )
   const metrics = createMetrics()
   const backend = createInProcessBackend()
-  addLedgerGauges(metrics, sql, backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions))
-  addOutboundGauges(metrics, sql)
+  addLedgerGauges(
+    metrics,
+    sql,
+    backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions),
+    ['src0', 'src1', 'src2', 'src3'],
+    2000,
+  )
+  addOutboundGauges(metrics, sql, { tools: ['charge'], operationDays: 90 })
   const after = await median(() => metrics.registry.metrics())
   const text = await metrics.registry.metrics()
   console.log(

@@ -118,9 +118,9 @@ function humanBytes(bytes: number): string {
 
 function typeOf(node: JsonSchema): string {
   if (node.const !== undefined) return `\`${JSON.stringify(node.const)}\``
-  if (node.enum !== undefined) return node.enum.map((value) => `\`${JSON.stringify(value)}\``).join(' \\| ')
+  if (node.enum !== undefined) return node.enum.map((value) => `\`${JSON.stringify(value)}\``).join(' | ')
   const variants = node.oneOf ?? node.anyOf
-  if (variants !== undefined) return [...new Set(variants.map(typeOf))].join(' \\| ')
+  if (variants !== undefined) return [...new Set(variants.map(typeOf))].join(' | ')
   if (node.type === 'array') return node.items === undefined ? 'array' : `array of ${typeOf(node.items)}`
   if (
     node.type === 'object' &&
@@ -129,11 +129,15 @@ function typeOf(node: JsonSchema): string {
   ) {
     return `map of ${typeOf(node.additionalProperties)}`
   }
-  if (Array.isArray(node.type)) return node.type.join(' \\| ')
+  if (Array.isArray(node.type)) return node.type.join(' | ')
   return node.format ?? node.type ?? 'any'
 }
 
-function rangeOf(node: JsonSchema): string {
+function rangeOf(schema: JsonSchema): string {
+  // z.number().int() without bounds of its own says ±MAX_SAFE_INTEGER: no bound a reader needs.
+  const bounded = (value: number | undefined) =>
+    value !== undefined && Math.abs(value) < Number.MAX_SAFE_INTEGER ? value : undefined
+  const node = { ...schema, minimum: bounded(schema.minimum), maximum: bounded(schema.maximum) }
   const parts: string[] = []
   if (node.minimum !== undefined && node.maximum !== undefined) parts.push(`${node.minimum}–${node.maximum}`)
   else if (node.minimum !== undefined) parts.push(`≥ ${node.minimum}`)
@@ -154,7 +158,7 @@ interface Row {
   description: string
 }
 
-function walk(node: JsonSchema, path: string, docs: Docs, rows: Row[]): void {
+function walk(node: JsonSchema, path: string, docs: Docs, rows: Row[], inherited?: string): void {
   const variants = node.oneOf ?? node.anyOf
   if (variants !== undefined) {
     for (const variant of variants) {
@@ -164,12 +168,12 @@ function walk(node: JsonSchema, path: string, docs: Docs, rows: Row[]): void {
       )
       const label =
         discriminator === undefined ? path : `${path}{${discriminator[0]}=${String(discriminator[1].const)}}`
-      walk(variant, label, docs, rows)
+      walk(variant, label, docs, rows, inherited)
     }
     return
   }
   if (node.type === 'array' && node.items !== undefined) {
-    walk(node.items, `${path}[]`, docs, rows)
+    walk(node.items, `${path}[]`, docs, rows, inherited)
     return
   }
   if (
@@ -177,14 +181,15 @@ function walk(node: JsonSchema, path: string, docs: Docs, rows: Row[]): void {
     node.properties === undefined &&
     typeof node.additionalProperties === 'object'
   ) {
-    walk(node.additionalProperties, `${path}.NAME`, docs, rows)
+    walk(node.additionalProperties, `${path}.NAME`, docs, rows, inherited)
     return
   }
   if (node.properties === undefined) return
   const keys = Object.keys(node.properties)
   const fields = docs.get([...keys].sort().join(',')) ?? composedDocs(docs, keys)
   for (const [name, child] of Object.entries(node.properties)) {
-    const unit = unitOf(name)
+    // A section named for its unit (`statementTimeoutMs: { request, worker, … }`) gives it to its fields.
+    const unit = unitOf(name) ?? inherited
     const childPath = path === '' ? name : `${path}.${name}`
     const isObject = child.type === 'object' && child.properties !== undefined
     rows.push({
@@ -197,7 +202,7 @@ function walk(node: JsonSchema, path: string, docs: Docs, rows: Row[]): void {
       range: rangeOf(child),
       description: fields.get(name) ?? '',
     })
-    walk(child, childPath, docs, rows)
+    walk(child, childPath, docs, rows, unit)
   }
 }
 

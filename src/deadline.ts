@@ -1,3 +1,5 @@
+import type { Logger } from './logger.js'
+
 /** Thrown when an awaited step takes longer than its deadline. */
 export class DeadlineError extends Error {
   constructor(message: string) {
@@ -49,4 +51,39 @@ export async function settlesWithin(promise: Promise<unknown>, ms: number): Prom
     ms,
     '',
   ).catch(() => false)
+}
+
+/** When a loop is not told: a pass of a few quick statements that runs this long is stuck. */
+export const DEFAULT_STUCK_AFTER_MS = 60_000
+
+/**
+ * Waits for one pass of a background loop, warning every `stuckAfterMs` while it has not ended
+ * (naming the loop and how long it has run), and saying when a pass it warned about ends. A pass
+ * is bounded by its statements' deadlines; this says so in the log when something else holds it.
+ */
+export async function watchPass<T>(
+  pass: Promise<T>,
+  options: { logger: Logger; loop: string; stuckAfterMs: number },
+): Promise<T> {
+  const startedAt = Date.now()
+  let warned = false
+  const timer = setInterval(() => {
+    warned = true
+    const runningMs = Date.now() - startedAt
+    options.logger.warn(
+      { loop: options.loop, runningMs },
+      `${options.loop} pass stuck: running for ${Math.round(runningMs / 1000)} s`,
+    )
+  }, options.stuckAfterMs)
+  try {
+    return await pass
+  } finally {
+    clearInterval(timer)
+    if (warned) {
+      options.logger.warn(
+        { loop: options.loop, tookMs: Date.now() - startedAt },
+        `${options.loop} pass ended after ${Math.round((Date.now() - startedAt) / 1000)} s`,
+      )
+    }
+  }
 }

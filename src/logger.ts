@@ -1,3 +1,4 @@
+import { DrizzleQueryError } from 'drizzle-orm'
 import { pino } from 'pino'
 
 export type Logger = pino.Logger
@@ -42,7 +43,20 @@ export function createLogger(level: string, destination?: pino.DestinationStream
         ],
         censor: '[redacted]',
       },
+      serializers: { err: (error: Error) => pino.stdSerializers.err(withoutParameters(error)) },
     },
     destination,
   )
+}
+
+/**
+ * A failed statement as its SQL text and its cause, without its parameters: they are data (a search
+ * term, a payload field, a key an agent chose), and drizzle writes them into the error's message.
+ */
+function withoutParameters(error: Error): Error {
+  if (!(error instanceof DrizzleQueryError)) return error
+  const copy = new DrizzleQueryError(error.query, [], error.cause)
+  copy.message = `Failed query: ${error.query}`
+  copy.stack = error.stack?.replace(error.message, () => copy.message)
+  return copy
 }

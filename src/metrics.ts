@@ -3,6 +3,13 @@ import client from 'prom-client'
 /** Label for deliveries to a source that is not configured: keeps arbitrary URLs out of label values. */
 export const UNKNOWN_SOURCE_LABEL = '(unknown)'
 
+/**
+ * Label values come from the configuration only (sources, routes, the tools named in code, the
+ * built-in ones and `outbound.tools`): anything else, such as a tool name an agent made up, is
+ * counted under this one, so the number of series is bounded by the config, not by the traffic.
+ */
+export const OTHER_LABEL = 'other'
+
 export interface Metrics {
   registry: client.Registry
   /** Every answer of `/webhooks/:source`, by source and outcome (accepted, duplicate, conflict, or the rejection code). */

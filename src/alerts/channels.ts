@@ -12,6 +12,8 @@ export type AlertCondition =
   | 'pending_backlog'
   | 'oldest_pending'
   | 'backfill_stuck'
+  | 'backpressure'
+  | 'events_unqueued'
 
 /** One alert as a person reads it. */
 export interface Alert {
@@ -37,6 +39,11 @@ export interface AlertArgs {
 
 const TIMEOUT_MS = 10_000
 
+/** The tool a channel's alerts are sent through: `alert.webhook`, `alert.slack`. */
+export function alertToolName(type: AlertChannelConfig['type']): string {
+  return `alert.${type}`
+}
+
 /**
  * A channel as an idempotent tool of the outbound ledger: one operation per channel, condition,
  * subject and window, so an alert is sent once however many workers notice the condition, and an
@@ -48,7 +55,7 @@ export function alertTool(
   windowEnd: Date,
 ): Tool<AlertArgs, { status: number }> {
   return defineTool<AlertArgs, { status: number }>({
-    name: `alert.${channel.type}`,
+    name: alertToolName(channel.type),
     effect: 'idempotent',
     timeoutMs: TIMEOUT_MS + 1000,
     retry: { attempts: 4, baseDelayMs: 500, maxDelayMs: 5000 },
@@ -85,8 +92,14 @@ export function alertTool(
 }
 
 function messageFor(channel: AlertChannelConfig, alert: Alert, args: AlertArgs, windowEnd: Date) {
-  if (channel.type === 'slack')
-    return { text: `:rotating_light: hookledger: ${alert.summary}\n<${alert.link}|Open the admin page>` }
+  if (channel.type === 'slack') {
+    return {
+      text: `:rotating_light: hookledger: ${slackEscape(alert.summary)}\n<${slackEscape(alert.link).replaceAll('|', '%7C')}|Open the admin page>`,
+      // A URL that reached the text as data is not previewed either.
+      unfurl_links: false,
+      unfurl_media: false,
+    }
+  }
   return {
     type: `hookledger.alert.${alert.condition}`,
     timestamp: new Date().toISOString(),
@@ -99,4 +112,14 @@ function messageFor(channel: AlertChannelConfig, alert: Alert, args: AlertArgs, 
       ...(alert.details === undefined ? {} : { details: alert.details }),
     },
   }
+}
+
+/**
+ * Slack reads `&`, `<` and `>` as markup (api.slack.com/reference/surfaces/formatting#escaping): a
+ * summary carries text this server did not write (an agent's operation key, a handler's error), and
+ * unescaped, `<https://evil.example|Open the admin page>` would be a disguised link and `<!channel>`
+ * would ping everyone. Escaped, it reads as the text it is; only the link written here is markup.
+ */
+export function slackEscape(text: string): string {
+  return text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;')
 }

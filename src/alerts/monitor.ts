@@ -6,7 +6,10 @@ import {
   staleApprovals,
   staleReconciliations,
   stuckBackfills,
+  unfinishedAtLeast,
+  unqueuedEvents,
 } from '../db/alert-queries.js'
+import { DEFAULT_STUCK_AFTER_MS, watchPass } from '../deadline.js'
 import type { CircuitView, Destination } from '../delivery/guard.js'
 import type { Logger } from '../logger.js'
 import { stepKey } from '../outbound/keys.js'
@@ -35,6 +38,8 @@ export function createAlertMonitor(deps: {
   sql: postgres.Sql
   outbound: OutboundLedger
   logger: Logger
+  /** A check running this long is logged as stuck (every this long until it ends). */
+  stuckAfterMs?: number
 }): AlertMonitor {
   const settings = deps.config.file.alerts
   const channels = deps.config.alertChannels
@@ -143,6 +148,16 @@ export function createAlertMonitor(deps: {
         })
       }
     }
+    const maxBacklog = deps.config.file.server.backpressure.maxBacklog
+    if (conditions.backpressure && maxBacklog !== null && (await unfinishedAtLeast(deps.sql, maxBacklog))) {
+      notify({
+        condition: 'backpressure',
+        subject: 'events',
+        summary: `${maxBacklog} or more events are unfinished (server.backpressure.maxBacklog): new deliveries and agents' claims are refused with 429 until the workers catch up`,
+        path: '/admin/events?status=pending',
+        details: { maxBacklog },
+      })
+    }
     if (conditions.pendingBacklog !== null || conditions.oldestPendingMs !== null) {
       const backlog = await pendingBacklog(deps.sql)
       if (conditions.pendingBacklog !== null && backlog.count > conditions.pendingBacklog) {
@@ -164,6 +179,18 @@ export function createAlertMonitor(deps: {
         })
       }
     }
+    if (conditions.unqueuedEvents !== null) {
+      const unqueued = await unqueuedEvents(deps.sql, deps.config.file.relay.graceMs)
+      if (unqueued > conditions.unqueuedEvents) {
+        notify({
+          condition: 'events_unqueued',
+          subject: 'queue',
+          summary: `${unqueued} committed events have no job in Redis (over ${conditions.unqueuedEvents}): Redis is down or refuses writes (OOM). They are safe in the ledger and the relay enqueues them once Redis takes writes; see /readyz and the log`,
+          path: '/admin/events?status=pending',
+          details: { unqueued },
+        })
+      }
+    }
   }
 
   return {
@@ -173,7 +200,11 @@ export function createAlertMonitor(deps: {
       const tick = () => {
         timer = setTimeout(async () => {
           try {
-            await check(circuits)
+            await watchPass(check(circuits), {
+              logger: deps.logger,
+              loop: 'alerts',
+              stuckAfterMs: deps.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS,
+            })
           } catch (error) {
             deps.logger.warn({ err: error }, 'alert conditions could not be checked; trying again')
           }

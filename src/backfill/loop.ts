@@ -1,8 +1,9 @@
 import type postgres from 'postgres'
 import type { Config } from '../config/config.js'
+import { watchPass } from '../deadline.js'
 import type { Logger } from '../logger.js'
 import { BackfillError } from './errors.js'
-import { type BackfillReport, type PassDependencies, runBackfillPass } from './pass.js'
+import { type BackfillReport, type PassDependencies, passLeaseMs, runBackfillPass } from './pass.js'
 
 export interface BackfillLoop {
   stop(): Promise<void>
@@ -38,14 +39,18 @@ export function startBackfill(deps: {
       if (stopped) return
       const timer = setTimeout(() => {
         timers.delete(timer)
-        const pass = runBackfillPass(
-          {
-            sql: deps.sql,
-            logger: log,
-            signal: stopping.signal,
-            ...(deps.onAccepted === undefined ? {} : { onAccepted: deps.onAccepted }),
-          },
-          source,
+        const pass = watchPass(
+          runBackfillPass(
+            {
+              sql: deps.sql,
+              logger: log,
+              signal: stopping.signal,
+              ...(deps.onAccepted === undefined ? {} : { onAccepted: deps.onAccepted }),
+            },
+            source,
+          ),
+          // A pass waits on the provider's pages and rate limits; past its lease it is stuck.
+          { logger: log, loop: 'backfill', stuckAfterMs: passLeaseMs(backfill) },
         )
           .then((report) => deps.onReport?.(report))
           .catch((error: unknown) => {

@@ -9,6 +9,8 @@ import {
   takePassLease,
 } from '../db/backfill-cursors.js'
 import { LeaseLostError } from '../db/lease.js'
+import type { OrderingKeyRow } from '../db/ordering.js'
+import { orderingKeysOf } from '../delivery/ordering.js'
 import type { Logger } from '../logger.js'
 import type { BackfillProvider } from './config.js'
 import { BackfillError, type BackfillErrorCode } from './errors.js'
@@ -59,6 +61,8 @@ export interface PassDependencies {
 /** What a provider's sweep gets: where to list from, and how to record each page it finished. */
 export interface SweepContext {
   source: string
+  /** The event's keys in the source's ordered scopes, written with its claim (orderingKeysOf). */
+  orderingKeys: (event: unknown) => OrderingKeyRow[]
   sql: postgres.Sql
   client: ProviderClient
   config: SourceBackfill['config']
@@ -83,7 +87,8 @@ const OVERLAP_MS = 5 * 60_000
  * it. It outlasts the longest rate-limit wait a pass sits out, and a request's every attempt run to
  * its deadline, plus a few slow requests.
  */
-const leaseMs = (backfill: SourceBackfill) =>
+/** How long a pass holds its source; the loop also logs a pass still running after this as stuck. */
+export const passLeaseMs = (backfill: SourceBackfill) =>
   Math.max(
     5 * 60_000,
     backfill.config.maxWaitSeconds * 1000 + 2 * 60_000,
@@ -112,7 +117,7 @@ export async function runBackfillPass(
     )
   }
   const now = deps.now ?? Date.now
-  const lease = await takePassLease(deps.sql, id, leaseMs(backfill))
+  const lease = await takePassLease(deps.sql, id, passLeaseMs(backfill))
   if (!('token' in lease)) {
     throw new BackfillError(
       'pass_running',
@@ -147,6 +152,7 @@ export async function runBackfillPass(
   }
   const context: SweepContext = {
     source: id,
+    orderingKeys: (event) => orderingKeysOf(source.config, event),
     sql: deps.sql,
     client: providerClient(backfill, credential, deps),
     config: backfill.config,
@@ -162,7 +168,7 @@ export async function runBackfillPass(
         id,
         token,
         explicit ? null : { since, startedAt: sweepStartedAt, resume },
-        leaseMs(backfill),
+        passLeaseMs(backfill),
       ),
   }
   try {
@@ -178,7 +184,7 @@ export async function runBackfillPass(
       thrown instanceof LeaseLostError
         ? new BackfillError(
             'lease_lost',
-            `the pass made no progress for longer than its lease (${Math.round(leaseMs(backfill) / 60_000)} min) ` +
+            `the pass made no progress for longer than its lease (${Math.round(passLeaseMs(backfill) / 60_000)} min) ` +
               `and another pass took source '${id}' over; this one stopped without writing more`,
           )
         : thrown

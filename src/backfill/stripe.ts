@@ -17,6 +17,8 @@ interface ListedEvent {
   type: string | null
   /** The event object exactly as the list carried it, re-serialized: the row's body. */
   body: Buffer
+  /** The same object parsed, for its ordering keys. */
+  event: Record<string, unknown>
 }
 
 /**
@@ -58,6 +60,7 @@ export async function stripeSweep(context: SweepContext): Promise<boolean> {
           body: event.body,
           headers: BACKFILL_HEADERS,
           origin: 'backfill',
+          orderingKeys: context.orderingKeys(event.event),
         }
       }),
     )
@@ -106,6 +109,7 @@ function readEventList(body: unknown): { events: ListedEvent[]; hasMore: boolean
       id,
       type: typeof event.type === 'string' ? event.type : null,
       body: Buffer.from(JSON.stringify(event)),
+      event,
     }
   })
   return { events, hasMore: list.has_more }

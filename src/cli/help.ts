@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import { APPROVALS_USAGE } from './approvals.js'
 import { BACKFILL_USAGE } from './backfill.js'
+import { DOCTOR_USAGE } from './doctor.js'
 import { DEFAULT_ENV_FILE } from './env-file.js'
 import { REPLAY_USAGE } from './replay.js'
 import { ROUTES_USAGE } from './routes.js'
@@ -47,6 +48,11 @@ examples:
 examples:
   hookledger backfill --source stripe --since 36h
   hookledger backfill --source github --json`,
+  doctor: `${DOCTOR_USAGE}
+
+examples:
+  hookledger doctor
+  hookledger doctor --json --processes api=2,worker=3`,
   routes: `${ROUTES_USAGE}
 
 examples:
@@ -71,6 +77,7 @@ export function overallUsage(): string {
     MIGRATE_USAGE,
     APPROVALS_USAGE,
     BACKFILL_USAGE,
+    DOCTOR_USAGE,
     ROUTES_USAGE,
     SIGN_USAGE,
     REPLAY_USAGE,

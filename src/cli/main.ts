@@ -6,6 +6,7 @@ import { createLogger } from '../logger.js'
 import { type Role, startService } from '../service/service.js'
 import { approvalsCommand } from './approvals.js'
 import { runBackfillCommand } from './backfill.js'
+import { runDoctorCommand } from './doctor.js'
 import { readCommandLine } from './env-file.js'
 import { parseCommandLine, reportFailure, usageError } from './errors.js'
 import { asksForHelp, commandHelp, overallUsage, packageVersion } from './help.js'
@@ -85,6 +86,9 @@ async function main(argv: string[], debug: boolean): Promise<number> {
     // The report is the command's output on stdout; the log lines go to stderr beside the errors.
     const logger = createLogger(env.LOG_LEVEL, pino.destination(2))
     return runBackfillCommand(rest, env, () => ledgerUrl(env), { ...io, logger })
+  }
+  if (command === 'doctor') {
+    return runDoctorCommand(rest, { environment: () => readEnvironment(environment), ledgerUrl }, io)
   }
   if (command === 'approvals') {
     const env = readEnvironment(environment)

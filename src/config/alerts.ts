@@ -63,6 +63,13 @@ export const alertsSchema = z
          * again (a provider list going round in circles, a page over maxResponseBytes).
          */
         backfillStuck: z.boolean().default(true),
+        /**
+         * The unfinished events reached server.backpressure.maxBacklog: new deliveries and agents'
+         * claims are being refused with 429 (off when that bound is not set).
+         */
+        backpressure: z.boolean().default(true),
+        /** More committed events than this that Redis has not taken a job for (down, or refusing writes). */
+        unqueuedEvents: threshold(100),
       })
       .strict()
       .prefault({}),

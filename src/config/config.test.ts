@@ -54,7 +54,10 @@ describe('evidence rules and dedup keys in the config', () => {
             settles: { tools: ['stripe.charge'], keyPrefixes: ['order_'] },
           },
         ],
-        dedupKey: { parts: [{ pointer: '/id' }, { header: 'stripe-account' }], scope: 'event_type' },
+        dedupKey: {
+          parts: [{ pointer: '/id' }, { header: 'stripe-account', trusted: true }],
+          scope: 'event_type',
+        },
       }),
       () => undefined,
     )
@@ -106,5 +109,29 @@ describe('evidence rules and dedup keys in the config', () => {
         /source 'stripe': dedupKey/,
       )
     }
+  })
+})
+
+describe('database.statementTimeoutMs', () => {
+  const one = { sources: [file.sources[0]] }
+
+  it('has a deadline for each part of the process by default, and takes one part set alone', () => {
+    expect(buildConfig(one, lookup).file.database.statementTimeoutMs).toEqual({
+      request: 5000,
+      worker: 15_000,
+      relay: 10_000,
+      retention: 60_000,
+      reconciler: 15_000,
+      alerts: 30_000,
+      backfill: 15_000,
+    })
+    const set = buildConfig({ ...one, database: { statementTimeoutMs: { request: 2000 } } }, lookup)
+    expect(set.file.database.statementTimeoutMs).toMatchObject({ request: 2000, worker: 15_000 })
+  })
+
+  it('refuses a deadline under 100 ms, naming the part', () => {
+    expect(() => buildConfig({ ...one, database: { statementTimeoutMs: { relay: 10 } } }, lookup)).toThrow(
+      /database\.statementTimeoutMs\.relay: Too small/,
+    )
   })
 })

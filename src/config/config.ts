@@ -9,6 +9,7 @@ import {
   backfillProvider,
   DEFAULT_API_BASE_URL,
 } from '../backfill/config.js'
+import { backpressureSchema } from '../inbound/backpressure.js'
 import { dedupKeySchema } from '../inbound/dedup-key.js'
 import { evidenceRulesSchema } from '../inbound/evidence-rules.js'
 import {
@@ -17,6 +18,7 @@ import {
   type Verifier,
   verifyConfigSchema,
 } from '../inbound/verifiers/index.js'
+import { unsignedDedupParts } from '../inbound/verifiers/signed-parts.js'
 import { outboundSettingsSchema } from '../outbound/settings.js'
 import { type AgentToken, agentsSchema, resolveNamedAgentTokens } from './agents.js'
 import { type AlertChannelConfig, alertsSchema } from './alerts.js'
@@ -27,6 +29,8 @@ const SOURCE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
 
 /** How long a source keeps its DONE events when its config does not say (`retentionDays`). */
 export const DEFAULT_RETENTION_DAYS = 30
+
+const statementTimeout = (defaultMs: number) => z.number().int().min(100).max(3_600_000).default(defaultMs)
 
 const forwardHandlerSchema = z.object({
   /** `forward`: POST each event's raw body and signature headers to `url`. */
@@ -126,6 +130,8 @@ export const configFileSchema = z.object({
        * is being closed under it (a reset for the next request).
        */
       keepAliveTimeoutMs: z.number().int().min(1000).max(600_000).default(65_000),
+      /** When the ledger cannot keep up: 429 with Retry-After for new deliveries and agents' claims. */
+      backpressure: backpressureSchema,
     })
     // Node refuses to start a server whose headers timeout exceeds its request timeout.
     .refine((server) => server.headersTimeoutMs <= server.requestTimeoutMs, {
@@ -215,6 +221,26 @@ export const configFileSchema = z.object({
        * + 4 for --role worker, worker.concurrency + 8 for --role all (see ledgerPoolSize in src/db/client.ts).
        */
       poolSize: z.number().int().min(2).max(1000).optional(),
+      /**
+       * How long a statement may wait for its answer, per part of the process; past it the statement
+       * fails (a request answers 503) and its connection is dropped. A silent network gives no error
+       * of its own, so this is what notices it (see openLedger in src/db/client.ts).
+       */
+      statementTimeoutMs: z
+        .object({
+          /** The HTTP routes: a provider waits for the answer (many give up after 10-30 s). */
+          request: statementTimeout(5000),
+          /** Jobs: leases, DONE marks, the outbound ledger, a code handler's transaction statements. */
+          worker: statementTimeout(15_000),
+          relay: statementTimeout(10_000),
+          /** Deletes in batches of `retention.batchSize`. */
+          retention: statementTimeout(60_000),
+          reconciler: statementTimeout(15_000),
+          /** The alert conditions count over the ledger's tables. */
+          alerts: statementTimeout(30_000),
+          backfill: statementTimeout(15_000),
+        })
+        .prefault({}),
     })
     .prefault({}),
   /** The BullMQ queues (with REDIS_URL). */
@@ -304,6 +330,10 @@ export function buildConfig(
       problems.push(`${where}: has both "handler" and "routes"; a source delivers through one of them`)
       continue
     }
+    const dedupOnBody = source.dedupOnBody ?? !eventIdIsSigned(source.verify)
+    for (const problem of unsignedDedupParts(source.verify, source.dedupKey, dedupOnBody)) {
+      problems.push(`${where}: ${problem}`)
+    }
     if (options.onlySource !== undefined && source.id !== options.onlySource) continue
     const resolveSecret = (reference: string, field: string) =>
       resolveSecretReference(reference, field, lookup)
@@ -322,7 +352,7 @@ export function buildConfig(
             : { ...source, routes: resolveRouteHeaders(source.routes, resolveSecret) },
         verifier,
         bodyLimitBytes: source.bodyLimitBytes ?? parsed.data.server.bodyLimitBytes,
-        dedupOnBody: source.dedupOnBody ?? !eventIdIsSigned(source.verify),
+        dedupOnBody,
         ...(backfill === undefined ? {} : { backfill }),
       })
     } catch (error) {

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { TRACE_SAMPLERS, type TracingSettings } from '../tracing.js'
 
 /**
  * The only reader of the process environment. Everything else receives the parsed result, so tests
@@ -25,6 +26,19 @@ const environmentSchema = z.object({
   AGENT_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   /** Bearer token of `/metrics`. Unset: `/metrics` is open to whoever reaches the port. */
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** OpenTelemetry traces: set either endpoint to turn them on (OTLP over HTTP, JSON). */
+  OTEL_EXPORTER_OTLP_ENDPOINT: z
+    .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
+    .optional(),
+  /** The traces URL itself (used as given); wins over OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces. */
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: z
+    .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
+    .optional(),
+  OTEL_SERVICE_NAME: z.string().min(1).default('hookledger'),
+  /** `true` turns tracing off whatever else is set. */
+  OTEL_SDK_DISABLED: z.enum(['true', 'false'], { error: 'must be true or false' }).default('false'),
+  OTEL_TRACES_SAMPLER: z.enum(TRACE_SAMPLERS).default('parentbased_always_on'),
+  OTEL_TRACES_SAMPLER_ARG: z.coerce.number().min(0).max(1).default(1),
   /** Test-only: the name of a failpoint at which the process kills itself (see src/failpoints.ts). */
   HOOKLEDGER_FAILPOINT: z.string().min(1).optional(),
 })
@@ -56,6 +70,22 @@ export function readEnvironment(source: Record<string, string | undefined>): Env
     ...data,
     HOST: HOST ?? (data.DATABASE_URL === undefined ? '127.0.0.1' : '0.0.0.0'),
     lookup: (name) => (source[name] === '' ? undefined : source[name]),
+  }
+}
+
+/** The tracing part of the environment: off unless an OTLP endpoint is set and the SDK not disabled. */
+export function tracingSettings(env: Environment): TracingSettings {
+  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT
+  const tracesUrl =
+    env.OTEL_SDK_DISABLED === 'true'
+      ? undefined
+      : (env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
+        (base === undefined ? undefined : `${base.replace(/\/+$/, '')}/v1/traces`))
+  return {
+    tracesUrl,
+    serviceName: env.OTEL_SERVICE_NAME,
+    sampler: env.OTEL_TRACES_SAMPLER,
+    samplerArg: env.OTEL_TRACES_SAMPLER_ARG,
   }
 }
 

@@ -38,6 +38,27 @@ export async function pendingBacklog(client: postgres.Sql) {
 }
 
 /**
+ * PENDING rows committed more than `graceMs` ago known to have no job in the queue: never taken, or
+ * found lost by the relay's orphan pass (markUnqueued) and not taken back yet.
+ */
+export async function unqueuedEvents(client: postgres.Sql, graceMs: number): Promise<number> {
+  // inbound_events_unqueued_idx holds exactly these rows, so this costs what the gap is, not the ledger.
+  const [row] = await client<Array<{ n: number }>>`
+    select count(*)::int as n from inbound_events
+    where status = 'pending' and enqueued_at is null
+      and received_at < now() - ${graceMs} * interval '1 millisecond'`
+  return row?.n ?? 0
+}
+
+/** Whether at least `bound` events are unfinished (PENDING or PROCESSING); stops counting at the bound. */
+export async function unfinishedAtLeast(client: postgres.Sql, bound: number): Promise<boolean> {
+  const [row] = await client<Array<{ n: number }>>`
+    select count(*)::int as n from (select 1 from inbound_events
+      where status in ('pending', 'processing') limit ${bound}) backlog`
+  return (row?.n ?? 0) >= bound
+}
+
+/**
  * The errors a backfill pass meets again at every pass until a person acts: the sweep cannot move
  * past its cursor. Transient ones (rate limits, an unavailable provider) are not among them.
  */

@@ -5,6 +5,8 @@ export type BatchRunner<I, O> = (items: readonly I[]) => Promise<readonly O[]>
 
 export interface Batcher<I, O> {
   run(item: I): Promise<O>
+  /** Items gathering or in a statement now: how far behind the ledger this batcher is. */
+  size(): number
 }
 
 /**
@@ -37,6 +39,7 @@ export function createBatcher<I, O>(
 ): Batcher<I, O> {
   type Waiting = { item: I; resolve: (result: O) => void; reject: (error: unknown) => void }
   let waiting: Waiting[] = []
+  let running = 0
   // The window of the batch now gathering; a batch that fills up goes at once and ends it, so the
   // next batch gets a whole window of its own instead of the rest of this one.
   let window: NodeJS.Timeout | undefined
@@ -62,7 +65,11 @@ export function createBatcher<I, O>(
     window = undefined
     const batch = waiting
     waiting = []
-    if (batch.length > 0) void settle(batch)
+    if (batch.length === 0) return
+    running += batch.length
+    void settle(batch).finally(() => {
+      running -= batch.length
+    })
   }
 
   return {
@@ -73,5 +80,6 @@ export function createBatcher<I, O>(
         else if (waiting.length >= maxBatch) flush()
       })
     },
+    size: () => waiting.length + running,
   }
 }

@@ -1,5 +1,7 @@
 import type postgres from 'postgres'
 import { createBatcher } from './batcher.js'
+import { withLedgerDeadline } from './client.js'
+import type { OrderingKeyRow } from './ordering.js'
 
 export interface NewEvent {
   source: string
@@ -12,6 +14,10 @@ export interface NewEvent {
   bodyKey?: string | null
   /** `backfill` for an event a backfill pass fetched from the provider's API; `webhook` when absent. */
   origin?: EventOrigin
+  /** Its keys in its source's ordered scopes (orderingKeysOf), written with the row. */
+  orderingKeys?: readonly OrderingKeyRow[]
+  /** The W3C traceparent of the receive's span (tracing on); absent or null: none. */
+  traceParent?: string | null
 }
 
 export type EventOrigin = 'webhook' | 'backfill'
@@ -33,15 +39,24 @@ const key = (source: string, eventId: string) => `${source}\u0000${eventId}`
  * For a source that dedups on the body, the (source, body_key) index is a second arbiter of the same
  * statement, so concurrent replays of one body under fresh ids meet there the same way.
  */
-export async function claimEvents(sql: postgres.Sql, events: readonly NewEvent[]): Promise<ClaimResult[]> {
+export async function claimEvents(
+  sql: postgres.Sql,
+  events: readonly NewEvent[],
+  /** Told the transaction id that committed new rows, and how many (backpressure's exact count). */
+  onInserted?: (xid: string, rows: number) => void,
+): Promise<ClaimResult[]> {
   if (events.length === 0) return []
   // Arrays, one per column, unnested in order: the first delivery of a key in the batch wins. Bodies
   // travel as hex because postgres-js sends no bytea arrays.
-  // The parsed body goes to inbound_event_payloads in the same statement, for the payload search.
-  const inserted = await sql<Array<{ id: string; source: string; event_id: string }>>`
+  // The parsed body goes to inbound_event_payloads in the same statement, for the payload search,
+  // and the ordering keys to event_ordering_keys, so a later event's head lookup finds this one.
+  const keys = events.flatMap((e) =>
+    (e.orderingKeys ?? []).map((k) => ({ source: e.source, eventId: e.eventId, ...k })),
+  )
+  const inserted = await sql<Array<{ id: string; source: string; event_id: string; xid: string }>>`
     with inserted as (
-    insert into inbound_events (source, event_id, event_type, payload_hash, body, headers, body_key, origin)
-    select source, event_id, event_type, payload_hash, decode(body, 'hex'), headers::jsonb, body_key, origin
+    insert into inbound_events (source, event_id, event_type, payload_hash, body, headers, body_key, origin, trace_parent)
+    select source, event_id, event_type, payload_hash, decode(body, 'hex'), headers::jsonb, body_key, origin, trace_parent
     from unnest(
       ${events.map((e) => e.source)}::text[],
       ${events.map((e) => e.eventId)}::text[],
@@ -50,16 +65,21 @@ export async function claimEvents(sql: postgres.Sql, events: readonly NewEvent[]
       ${events.map((e) => e.body.toString('hex'))}::text[],
       ${events.map((e) => JSON.stringify(e.headers))}::text[],
       ${events.map((e) => e.bodyKey ?? null)}::text[],
-      ${events.map((e) => e.origin ?? 'webhook')}::text[]
-    ) with ordinality as input(source, event_id, event_type, payload_hash, body, headers, body_key, origin, position)
+      ${events.map((e) => e.origin ?? 'webhook')}::text[],
+      ${events.map((e) => e.traceParent ?? null)}::text[]
+    ) with ordinality as input(source, event_id, event_type, payload_hash, body, headers, body_key, origin,
+                               trace_parent, position)
     order by position
     on conflict do nothing
-    returning id, source, event_id, body),
+    returning id, source, event_id, body, received_seq),
     payloads as (
       insert into inbound_event_payloads (event_row_id, body)
       select inserted.id, parsed from inserted, hookledger_body_json(inserted.body) as parsed
       where parsed is not null)
-    select id, source, event_id from inserted`
+    ${keys.length === 0 ? sql`` : orderingKeyWrites(sql, keys)}
+    select id, source, event_id, pg_current_xact_id()::text as xid from inserted`
+  const [first] = inserted
+  if (first !== undefined) onInserted?.(first.xid, inserted.length)
   const insertedIds = new Map(inserted.map((row) => [key(row.source, row.event_id), row.id]))
 
   // A key inserted by this statement is accepted for its first delivery in the batch only.
@@ -134,6 +154,7 @@ export async function claimEvents(sql: postgres.Sql, events: readonly NewEvent[]
       const again = await claimEvents(
         sql,
         retry.flatMap((i) => events[i] ?? []),
+        onInserted,
       )
       for (const [position, index] of retry.entries()) results[index] = again[position]
     }
@@ -141,8 +162,33 @@ export async function claimEvents(sql: postgres.Sql, events: readonly NewEvent[]
   return results.flatMap((result) => result ?? [])
 }
 
+/**
+ * The claimed rows' ordering keys. A key listed twice for one row (the same event id twice in the
+ * batch) is taken from its first delivery, the one whose row was inserted.
+ */
+function orderingKeyWrites(
+  sql: postgres.Sql,
+  keys: ReadonlyArray<OrderingKeyRow & { source: string; eventId: string }>,
+) {
+  return sql`, ordering_keys as (
+      insert into event_ordering_keys (event_row_id, route_id, source, key_hash, seq)
+      select distinct on (inserted.id, k.route_id)
+             inserted.id, k.route_id, inserted.source, decode(k.key_hash, 'hex'), inserted.received_seq
+      from inserted join unnest(
+        ${keys.map((k) => k.source)}::text[],
+        ${keys.map((k) => k.eventId)}::text[],
+        ${keys.map((k) => k.routeId)}::text[],
+        ${keys.map((k) => k.keyHash)}::text[]
+      ) with ordinality as k(source, event_id, route_id, key_hash, position)
+        on k.source = inserted.source and k.event_id = inserted.event_id
+      order by inserted.id, k.route_id, k.position
+      on conflict do nothing)`
+}
+
 export interface ClaimBatcher {
   claim(event: NewEvent): Promise<ClaimResult>
+  /** Claims gathering or in a statement now (backpressure's claim queue). */
+  queued(): number
 }
 
 const MAX_BATCH = 100
@@ -155,16 +201,35 @@ const MAX_BATCH = 100
  */
 export function createClaimBatcher(
   sql: postgres.Sql,
-  hooks: { beforeCommit?: () => void; afterCommit?: () => void } = {},
+  hooks: {
+    beforeCommit?: () => void
+    afterCommit?: () => void
+    /** How long each claim statement took (backpressure watches its p99). */
+    observe?: (ms: number) => void
+    /** The transaction that committed new rows, and how many (backpressure counts them). */
+    inserted?: (xid: string, rows: number) => void
+    /**
+     * A claim not answered by then is a lost ledger (503): its statement's own deadline starts only
+     * once it has a connection, and while the path is silent, reconnecting takes the connect timeout.
+     */
+    deadlineMs?: number
+  } = {},
 ): ClaimBatcher {
   const batcher = createBatcher<NewEvent, ClaimResult>(
     async (events) => {
+      const started = performance.now()
       hooks.beforeCommit?.()
-      const results = await claimEvents(sql, events)
+      const results = await claimEvents(sql, events, hooks.inserted)
       hooks.afterCommit?.()
+      hooks.observe?.(performance.now() - started)
       return results
     },
     { maxBatch: MAX_BATCH },
   )
-  return { claim: (event) => batcher.run(event) }
+  const { deadlineMs } = hooks
+  return {
+    claim: (event) =>
+      deadlineMs === undefined ? batcher.run(event) : withLedgerDeadline(batcher.run(event), deadlineMs),
+    queued: () => batcher.size(),
+  }
 }

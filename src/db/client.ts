@@ -1,6 +1,7 @@
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import { ConfigError } from '../config/errors.js'
+import { DeadlineError, withDeadline } from '../deadline.js'
 import * as schema from './schema.js'
 
 // `$client`: the pool itself, for the hot-path statements written in SQL (src/db/claims.ts, operations.ts).
@@ -8,16 +9,36 @@ export type Database = PostgresJsDatabase<typeof schema> & { $client: postgres.S
 /** The transaction a handler receives; whatever it writes commits together with the DONE mark. */
 export type Transaction = Parameters<Parameters<Database['transaction']>[0]>[0]
 
-export interface Ledger {
+/** The pool as one part of the process uses it: its statements under that part's deadline. */
+export interface LedgerView {
   db: Database
   sql: postgres.Sql
+}
+
+export interface Ledger extends LedgerView {
+  /** The same pool, each statement (transactions' too) failing after `timeoutMs` without an answer. */
+  scoped(timeoutMs: number): LedgerView
   close(): Promise<void>
 }
 
 export interface LedgerOptions {
   /** Pool size: the worker holds one connection per running handler, plus the api's claims. */
   max?: number
+  /** The deadline of statements no scope sets (start-up checks, the CLI); the longest the server lets one run. */
+  statementTimeoutMs?: number
+  /** A session idle in a transaction this long is ended by the server (its locks with it). */
+  idleInTransactionMs?: number
 }
+
+/** For the CLI and start-up: a statement alone, never a handler's. */
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 30_000
+/** A transaction waits at most for its handler (30 s by default) between two statements. */
+export const DEFAULT_IDLE_IN_TRANSACTION_MS = 40_000
+/**
+ * TCP keepalive after this many idle seconds; Node's libuv then probes every second, 10 times. An
+ * idle connection whose host is gone is closed ~15 s later instead of failing the next statement.
+ */
+const KEEP_ALIVE_SECONDS = 5
 
 /** Connections the api's claims, the admin pages and the agents' API share (claims are batched). */
 const API_CONNECTIONS = 10
@@ -55,19 +76,54 @@ export function ledgerPoolSize(options: {
   return runsApi ? worker + API_CONNECTIONS_BESIDE_WORKER : worker
 }
 
-/** Opens the Postgres pool. Connecting is lazy: an unreachable database surfaces on first use as 503. */
+/**
+ * Opens the Postgres pool. Connecting is lazy: an unreachable database surfaces on first use as 503.
+ *
+ * Every statement has a deadline on this side (the patched driver's `query_timeout`, per scope
+ * through `scoped()`): a statement with no answer by then fails with STATEMENT_TIMEOUT and its
+ * connection is dropped, since a path that went silent (a vanished host, a NAT that lost its state:
+ * no reset, no FIN) otherwise keeps it waiting for the kernel's retransmissions, ~15 minutes. The
+ * server's own `statement_timeout` cannot do that (it never got the statement); it is set to the
+ * longest deadline so that nothing the client gave up on runs on after it. And a session left idle
+ * in a transaction (its client gone silent with row locks held) is ended by the server.
+ */
 export function openLedger(url: string, options: LedgerOptions = {}): Ledger {
+  const statementTimeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS
   const sql = postgres(url, {
     max: options.max ?? 20,
     // A dead database must turn into a quick 503, not a request that hangs for the default 30 s.
     connect_timeout: 5,
     idle_timeout: 60,
+    keep_alive: KEEP_ALIVE_SECONDS,
+    query_timeout: statementTimeoutMs / 1000,
     backoff: reconnectDelaySeconds,
     onnotice: () => {},
-    connection: { application_name: 'hookledger' },
+    connection: {
+      application_name: 'hookledger',
+      statement_timeout: statementTimeoutMs,
+      idle_in_transaction_session_timeout: options.idleInTransactionMs ?? DEFAULT_IDLE_IN_TRANSACTION_MS,
+    },
   })
   const db = drizzle({ client: sql, schema })
-  return { db, sql, close: () => sql.end({ timeout: 5 }) }
+  return {
+    db,
+    sql,
+    scoped(timeoutMs) {
+      const scoped = sql.timeout(timeoutMs / 1000)
+      return { db: drizzle({ client: scoped, schema }), sql: scoped }
+    },
+    close: () => sql.end({ timeout: 5 }),
+  }
+}
+
+/** One view of the pool per part of the process, each with that part's statement deadline. */
+export function scopeLedger<S extends string>(
+  ledger: Ledger,
+  timeoutsMs: Readonly<Record<S, number>>,
+): Record<S, LedgerView> {
+  return Object.fromEntries(
+    Object.entries<number>(timeoutsMs).map(([scope, ms]) => [scope, ledger.scoped(ms)]),
+  ) as Record<S, LedgerView>
 }
 
 /**
@@ -100,6 +156,8 @@ const CONNECTION_ERROR_CODES = new Set([
   'CONNECTION_CLOSED',
   'CONNECTION_ENDED',
   'CONNECTION_DESTROYED',
+  'STATEMENT_TIMEOUT', // no answer within the statement's deadline (patched driver): the path is silent
+  '57014', // query_canceled: the server's statement_timeout
   '57P01', // admin_shutdown
   '57P02', // crash_shutdown
   '57P03', // cannot_connect_now
@@ -111,6 +169,19 @@ const CONNECTION_ERROR_CODES = new Set([
   '08004',
   '08006',
 ])
+
+/**
+ * `promise`, or after `ms` a STATEMENT_TIMEOUT error (a lost ledger, like a statement past its own
+ * deadline): for work that may also wait for a connection. The losing promise keeps running.
+ */
+export async function withLedgerDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+  try {
+    return await withDeadline(promise, ms, `the ledger did not answer within ${ms} ms`)
+  } catch (error) {
+    if (error instanceof DeadlineError) throw Object.assign(error, { code: 'STATEMENT_TIMEOUT' })
+    throw error
+  }
+}
 
 /** True when the error means the ledger cannot be reached (so the answer is 503, and a retry may work). */
 export function isLedgerUnavailable(error: unknown): boolean {

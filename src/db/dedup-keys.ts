@@ -1,13 +1,37 @@
 import type postgres from 'postgres'
-import type { Config } from '../config/config.js'
+import type { Config, Source } from '../config/config.js'
 import { ConfigError } from '../config/errors.js'
 import { type DedupKeyDefinition, definitionOf, PROVIDER_EVENT_ID } from '../inbound/dedup-key.js'
 import type { Logger } from '../logger.js'
 import { canonicalJson } from '../outbound/hash.js'
 
-interface Recorded {
+/** A dedup key definition under its version, as configured or as recorded for a source's events. */
+export interface VersionedDedupKey {
   version: number
   definition: DedupKeyDefinition
+}
+
+/** The definition a source's config asks for (version 1, the provider's event id, when it names none). */
+export function configuredDedupKey(source: Source): VersionedDedupKey {
+  return { version: source.config.dedupKey?.version ?? 1, definition: definitionOf(source.config.dedupKey) }
+}
+
+/**
+ * Why `wanted` may not replace `recorded` for a source that has events, or undefined when it may:
+ * the same definition and version, or a higher version (raising it is the operator's decision).
+ * Start-up refuses on it; `hookledger doctor` reports it.
+ */
+export function dedupKeyDrift(
+  id: string,
+  recorded: VersionedDedupKey,
+  wanted: VersionedDedupKey,
+): string | undefined {
+  const same = sameDefinition(recorded.definition, wanted.definition)
+  if (same && recorded.version === wanted.version) return undefined
+  if (wanted.version > recorded.version) return undefined
+  return same
+    ? `source '${id}': dedupKey.version ${wanted.version} is lower than the version ${recorded.version} its events are keyed by; versions only go up`
+    : `source '${id}': dedupKey differs from the definition its events are keyed by (version ${recorded.version}: ${describe(recorded.definition)}; now: ${describe(wanted.definition)}). Restore it, or set dedupKey.version to ${recorded.version + 1} to key new events the new way: deliveries of events received before are then not recognised as duplicates`
 }
 
 /**
@@ -21,30 +45,23 @@ interface Recorded {
 export async function checkDedupKeys(sql: postgres.Sql, config: Config, logger: Logger): Promise<void> {
   const problems: string[] = []
   for (const [id, source] of config.sources) {
-    const wanted: Recorded = {
-      version: source.config.dedupKey?.version ?? 1,
-      definition: definitionOf(source.config.dedupKey),
-    }
+    const wanted = configuredDedupKey(source)
     const problem = await sql.begin(async (tx) => {
       // One start-up at a time per source decides, so two processes cannot record two definitions.
       await tx`select pg_advisory_xact_lock(hashtext('hookledger:dedup-key'), hashtext(${id}))`
       const [row] = await tx<Array<{ version: number; definition: DedupKeyDefinition }>>`
         select version, definition from source_dedup_keys where source = ${id}`
       const [kept] = await tx`select 1 from inbound_events where source = ${id} limit 1`
-      const recorded: Recorded | undefined =
+      const recorded: VersionedDedupKey | undefined =
         row !== undefined
           ? { version: row.version, definition: row.definition }
           : kept !== undefined
             ? { version: 1, definition: PROVIDER_EVENT_ID }
             : undefined
       if (recorded !== undefined && kept !== undefined) {
-        const same = sameDefinition(recorded.definition, wanted.definition)
-        if (same && recorded.version === wanted.version) return undefined
-        if (wanted.version <= recorded.version) {
-          return same
-            ? `source '${id}': dedupKey.version ${wanted.version} is lower than the version ${recorded.version} its events are keyed by; versions only go up`
-            : `source '${id}': dedupKey differs from the definition its events are keyed by (version ${recorded.version}: ${describe(recorded.definition)}; now: ${describe(wanted.definition)}). Restore it, or set dedupKey.version to ${recorded.version + 1} to key new events the new way: deliveries of events received before are then not recognised as duplicates`
-        }
+        const problem = dedupKeyDrift(id, recorded, wanted)
+        if (problem !== undefined) return problem
+        if (recorded.version === wanted.version) return undefined
         logger.warn(
           { source: id, from: recorded.version, to: wanted.version },
           'dedup key version raised: retries of events received under the old key are accepted as new events',

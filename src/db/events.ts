@@ -16,8 +16,8 @@ export interface EnqueuedRow {
 
 /**
  * Records that jobs for these rows are in the queue, and which, so the relay leaves them alone. Only
- * a row's first enqueue is recorded: a later one (the relay's, a replay's) adds the row's own job,
- * which the relay always checks.
+ * a row's first enqueue is recorded here: the api's enqueue and the relay's may race for a row, and
+ * either job runs it. A job that replaces a lost one is recorded by markRequeued.
  */
 export async function markEnqueued(client: postgres.Sql, rows: readonly EnqueuedRow[]): Promise<void> {
   if (rows.length === 0) return
@@ -25,6 +25,28 @@ export async function markEnqueued(client: postgres.Sql, rows: readonly Enqueued
     update inbound_events e set enqueued_at = now(), job_id = i.job_id
     from unnest(${rows.map((row) => row.id)}::uuid[], ${rows.map((row) => row.jobId)}::text[]) as i(id, job_id)
     where e.id = i.id and e.enqueued_at is null`
+}
+
+/**
+ * PENDING rows found without a live job: no job is known for them until one is added again, so they
+ * count as unqueued (hookledger_events_unqueued) and the relay's every-tick pass retries them.
+ */
+export async function markUnqueued(client: postgres.Sql, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return
+  await client`
+    update inbound_events set enqueued_at = null where id = any(${ids}::uuid[]) and status = 'pending'`
+}
+
+/**
+ * Records the jobs that replace lost ones (the relay's orphan recovery, a replay): the relay's next
+ * check of a row asks about this job, not the lost one.
+ */
+export async function markRequeued(client: postgres.Sql, rows: readonly EnqueuedRow[]): Promise<void> {
+  if (rows.length === 0) return
+  await client`
+    update inbound_events e set enqueued_at = coalesce(e.enqueued_at, now()), job_id = i.job_id
+    from unnest(${rows.map((row) => row.id)}::uuid[], ${rows.map((row) => row.jobId)}::text[]) as i(id, job_id)
+    where e.id = i.id`
 }
 
 /** What a worker needs of a leased row. */
@@ -40,6 +62,8 @@ export interface LeasedEvent {
   receivedAt: Date
   /** Its forward operation, claimed by the lease with attempt 1 in flight (ForwardClaims). */
   forwardClaim?: OperationRow | undefined
+  /** The receive span's W3C traceparent (tracing on at receive time); null: none. */
+  traceParent: string | null
 }
 
 export type LeaseResult =
@@ -93,6 +117,7 @@ export async function leaseEvents(
       status: EventStatus
       lease_until: string | Date | null
       forward_claim: Record<string, unknown> | null
+      trace_parent: string | null
     }>
   >`
     with input as (
@@ -115,12 +140,15 @@ export async function leaseEvents(
           enqueued_at = coalesce(e.enqueued_at, now()), updated_at = now()
       from picked where e.id = picked.id
       returning e.id, e.lease_token, e.source, e.event_id, e.event_type, e.body, e.headers, e.attempts,
-                e.received_at, e.status, e.lease_until),
+                e.received_at, e.status, e.lease_until, e.trace_parent),
     claim_input as (
       -- The claim the forward's invoke would make (src/handlers/forward.ts): the key is
       -- stepKey([source, event id], 'forward'), the payload hash is payloadHash({ source, eventId,
       -- bodySha256 }), RFC 8785 JSON whose keys sort as written here and whose strings to_json escapes
       -- as JSON.stringify does. test/queue/forward-claim.test.ts holds both to the same answers.
+      -- stepKey measures in UTF-16 units: characters plus one per character beyond U+FFFF. A key
+      -- over 255 has each part over 64 replaced by '%h' and its base64url sha256 (src/outbound/keys.ts);
+      -- with a source of at most 63 characters that always fits, so its last resort is never needed.
       select c.key, 'forward'::text as tool, 'idempotent'::effect_class as effect,
              encode(sha256(convert_to('{"bodySha256":' || to_json(c.body_sha256)::text || ',"eventId":' ||
                to_json(l.event_id)::text || ',"source":' || to_json(l.source)::text || '}', 'UTF8')), 'hex')
@@ -128,25 +156,39 @@ export async function leaseEvents(
              jsonb_build_object('source', l.source, 'eventId', l.event_id, 'bodySha256', c.body_sha256)::text
                as args,
              gen_random_uuid() as lease_token, f.lease_ms, 'runtime'::text as actor, null::text as undo_ref,
-             l.id::text || '/' || l.attempts as run_id, null::text as trace_id, null::text as tool_call_id,
+             l.id::text || '/' || l.attempts as run_id, split_part(l.trace_parent, '-', 2) as trace_id,
+             null::text as tool_call_id,
              row_number() over (order by l.id) as position
       from leased l
       join unnest(${forwards.sources}::text[], ${forwards.leaseMs}::int[]) as f(source, lease_ms)
         on f.source = l.source
+      cross join lateral (select s.source, s.event_id,
+        char_length(s.source) + char_length(regexp_replace(s.source, '[^\\U00010000-\\U0010FFFF]', '', 'g'))
+          as source_units,
+        char_length(s.event_id) + char_length(regexp_replace(s.event_id, '[^\\U00010000-\\U0010FFFF]', '', 'g'))
+          as event_id_units
+        from (select replace(replace(l.source, '%', '%25'), ':', '%3A') as source,
+                     replace(replace(l.event_id, '%', '%25'), ':', '%3A') as event_id) s) p
       cross join lateral (select
-        replace(replace(l.source, '%', '%25'), ':', '%3A') || ':' ||
-          replace(replace(l.event_id, '%', '%25'), ':', '%3A') || ':forward' as key,
-        encode(sha256(l.body), 'hex') as body_sha256) c
-      -- A key longer than invoke takes (255 UTF-16 units; never more than its bytes) is left to it.
-      where octet_length(c.key) <= 255),
+        case when p.source_units + p.event_id_units + 9 <= 255
+          then p.source || ':' || p.event_id || ':forward'
+          else (case when p.source_units <= 64 then p.source
+                  else '%h' || translate(encode(sha256(convert_to(p.source, 'UTF8')), 'base64'), '+/=', '-_') end)
+            || ':' ||
+               (case when p.event_id_units <= 64 then p.event_id
+                  else '%h' || translate(encode(sha256(convert_to(p.event_id, 'UTF8')), 'base64'), '+/=', '-_') end)
+            || ':forward'
+        end as key,
+        encode(sha256(l.body), 'hex') as body_sha256) c),
     ${freshClaimWrites(client)}
     select l.id, l.lease_token, true as leased, l.source, l.event_id, l.event_type, l.body, l.headers, l.attempts,
            l.received_at, l.status, l.lease_until,
-           (select row_to_json(n) from inserted n where n.run_id = l.id::text || '/' || l.attempts) as forward_claim
+           (select row_to_json(n) from inserted n where n.run_id = l.id::text || '/' || l.attempts) as forward_claim,
+           l.trace_parent
     from leased l
     union all
     select e.id, e.lease_token, false, e.source, e.event_id, null, null, null, e.attempts, e.received_at,
-           e.status, e.lease_until, null
+           e.status, e.lease_until, null, null
     from inbound_events e
     where e.id = any(${requests.map((r) => r.id)}::uuid[]) and e.id not in (select id from leased)`
   const leasedByToken = new Map(rows.filter((row) => row.leased).map((row) => [row.lease_token, row]))
@@ -166,6 +208,7 @@ export async function leaseEvents(
           attempts: mine.attempts,
           receivedAt: new Date(mine.received_at),
           forwardClaim: mine.forward_claim === null ? undefined : toOperation(mine.forward_claim),
+          traceParent: mine.trace_parent,
         },
       }
     }

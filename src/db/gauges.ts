@@ -1,8 +1,9 @@
 import type postgres from 'postgres'
 import { withDeadline } from '../deadline.js'
-import { addGauge, type Metrics } from '../metrics.js'
+import { addGauge, type Metrics, OTHER_LABEL } from '../metrics.js'
 import type { JobQueue } from '../queue/backend.js'
 import type { ProcessEventData } from '../queue/jobs.js'
+import { unqueuedEvents } from './alert-queries.js'
 
 /**
  * The statuses counted exactly on scrape. DONE is left out on purpose: it is nearly every row of a
@@ -25,20 +26,29 @@ export async function estimatedRows(client: postgres.Sql, table: string): Promis
   return row?.rows ?? 0
 }
 
-/** Read on scrape: the ledger's unfinished events, its size, and the queue's jobs by state. */
+/**
+ * Read on scrape: the ledger's unfinished events, its size, the queue's jobs by state, and the gap
+ * between them (`graceMs`: the relay's, after which a committed row should have its job).
+ */
 export function addLedgerGauges(
   metrics: Metrics,
   client: postgres.Sql,
   queue: JobQueue<ProcessEventData>,
+  /** The configured source ids; events of a source no longer configured are counted as `other`. */
+  sources: readonly string[],
+  /** relay.graceMs: after it, a committed row should have its job. */
+  graceMs: number,
 ): void {
   addGauge(metrics, {
     name: 'hookledger_events',
-    help: 'Inbound events not yet DONE (pending, processing, failed), by source and status',
+    help: `Inbound events not yet DONE (pending, processing, failed), by source ('${OTHER_LABEL}': no longer configured) and status`,
     labelNames: ['source', 'status'],
     read: async () => {
       const rows = await client<Array<{ source: string; status: string; n: number }>>`
-        select source, status::text as status, count(*)::int as n from inbound_events
-        where status in ${client(LIVE_EVENT_STATUSES)} group by source, status`
+        select case when source = any(${sources}::text[]) then source else ${OTHER_LABEL} end as source,
+               status::text as status, count(*)::int as n
+        from inbound_events
+        where status in ${client(LIVE_EVENT_STATUSES)} group by 1, 2`
       return rows.map((row) => ({ labels: { source: row.source, status: row.status }, value: row.n }))
     },
   })
@@ -47,6 +57,14 @@ export function addLedgerGauges(
     help: "Inbound events in the ledger, all statuses: PostgreSQL's estimate (planner and statistics system)",
     labelNames: [],
     read: async () => [{ labels: {}, value: await estimatedRows(client, 'inbound_events') }],
+  })
+  addGauge(metrics, {
+    name: 'hookledger_events_unqueued',
+    help:
+      'PENDING events committed longer ago than relay.graceMs known to have no job in Redis: never ' +
+      "taken (Redis down, or refusing writes), or found lost by the relay's orphan pass and not taken back",
+    labelNames: [],
+    read: async () => [{ labels: {}, value: await unqueuedEvents(client, graceMs) }],
   })
   addGauge(metrics, {
     name: 'hookledger_queue_jobs',

@@ -1,5 +1,6 @@
 import { and, asc, desc, eq, isNull, lt, or, sql } from 'drizzle-orm'
 import type postgres from 'postgres'
+import { OTHER_LABEL } from '../metrics.js'
 import type { Database } from './client.js'
 import { evidenceFor } from './evidence.js'
 import {
@@ -51,15 +52,19 @@ export async function reconciliationReason(db: Database, operationId: string): P
 }
 
 /**
- * The operations of one workflow (an event's handler steps), by their key prefix. The prefix's '%'
- * and '_' are escaped: the encoded parts contain '%', which LIKE would read as a wildcard.
+ * The operations of one workflow (an event's handler steps), by their key prefixes (a workflow with a
+ * long part has two, see workflowKeyPrefixes). Each prefix's '%' and '_' are escaped: the encoded
+ * parts contain '%', which LIKE would read as a wildcard.
  */
-export async function listOperationsByKeyPrefix(db: Database, prefix: string): Promise<OperationRow[]> {
-  const pattern = `${prefix.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`
+export async function listOperationsByKeyPrefix(
+  db: Database,
+  prefixes: readonly string[],
+): Promise<OperationRow[]> {
+  const patterns = prefixes.map((prefix) => `${prefix.replace(/[\\%_]/g, (ch) => `\\${ch}`)}%`)
   return db
     .select()
     .from(operations)
-    .where(sql`${operations.operationKey} like ${pattern}`)
+    .where(or(...patterns.map((pattern) => sql`${operations.operationKey} like ${pattern}`)))
     .orderBy(asc(operations.createdAt))
 }
 
@@ -155,11 +160,32 @@ export const LIVE_OPERATION_STATUSES = [
   'retry_approved',
 ] as const
 
+/**
+ * Operations still live (owed a retry, a reconciliation or a decision) and unchanged for longer than
+ * `days`, by status: retention never deletes them, so they are reported instead of kept silently.
+ */
+export async function unsettledPastRetention(
+  client: postgres.Sql,
+  days: number,
+): Promise<Array<{ status: string; n: number }>> {
+  return client<Array<{ status: string; n: number }>>`
+    select status::text as status, count(*)::int as n from operations
+    where status in ${client(LIVE_OPERATION_STATUSES)} and updated_at < now() - ${days} * interval '1 day'
+    group by 1 order by 1`
+}
+
 export const outboundGaugeReads = (client: postgres.Sql) => ({
-  byToolAndStatus: () =>
+  /**
+   * Live operations by tool and status, a tool outside `tools` counted as `other`: agents name their
+   * tools, so a label per name would grow /metrics without bound (5,000 names: 5,001 series).
+   */
+  byToolAndStatus: (tools: readonly string[]) =>
     client<Array<{ tool: string; status: string; n: number }>>`
-      select tool, status::text as status, count(*)::int as n from operations
-      where status in ${client(LIVE_OPERATION_STATUSES)} group by tool, status`,
+      select case when tool = any(${tools}::text[]) then tool else ${OTHER_LABEL} end as tool,
+             status::text as status, count(*)::int as n
+      from operations
+      where status in ${client(LIVE_OPERATION_STATUSES)} group by 1, 2`,
+  pastRetention: (days: number) => unsettledPastRetention(client, days),
   needingReconciliation: async () => {
     const [row] = await client<Array<{ n: number }>>`
       select count(*)::int as n from operations where status = 'needs_reconciliation'`

@@ -1,7 +1,9 @@
 import type postgres from 'postgres'
 import { type Config, DEFAULT_RETENTION_DAYS } from '../config/config.js'
+import { DEFAULT_STUCK_AFTER_MS, watchPass } from '../deadline.js'
 import { providerRetryHorizonSeconds } from '../inbound/verifiers/index.js'
 import type { Logger } from '../logger.js'
+import { unsettledPastRetention } from './operation-queries.js'
 import type { OperationStatus } from './outbound-schema.js'
 
 export interface Retention {
@@ -19,7 +21,13 @@ const SETTLED_OPERATIONS: OperationStatus[] = ['completed', 'compensated', 'exha
  * and open operations are never deleted: they are work still owed (or owed a human look). Sources
  * no longer in the config are left alone rather than guessed at.
  */
-export function startRetention(deps: { sql: postgres.Sql; config: Config; logger: Logger }): Retention {
+export function startRetention(deps: {
+  sql: postgres.Sql
+  config: Config
+  logger: Logger
+  /** A sweep running this long is logged as stuck (every this long until it ends). */
+  stuckAfterMs?: number
+}): Retention {
   const { intervalMs, batchSize, operationDays } = deps.config.file.retention
   let stopped = false
   let timer: NodeJS.Timeout | undefined
@@ -39,7 +47,27 @@ export function startRetention(deps: { sql: postgres.Sql; config: Config; logger
       deps.logger.info({ deleted: redeliveries }, 'retention deleted expired redelivery requests')
     }
     if (conflicts > 0) deps.logger.info({ deleted: conflicts }, 'retention deleted expired conflict records')
+    await reportUnsettled()
     return events + operations + evidence + redeliveries + conflicts
+  }
+
+  /**
+   * Open operations are never deleted, however old: each is owed a retry, a reconciliation or a
+   * person's decision. Past operationDays that debt is said once per pass (and on /metrics as
+   * hookledger_operations_unsettled_past_retention), so it is not kept forever in silence.
+   */
+  const reportUnsettled = async () => {
+    const rows = await unsettledPastRetention(deps.sql, operationDays)
+    const total = rows.reduce((sum, row) => sum + row.n, 0)
+    if (total === 0) return
+    deps.logger.warn(
+      {
+        operations: total,
+        byStatus: Object.fromEntries(rows.map((row) => [row.status, row.n])),
+        olderThanDays: operationDays,
+      },
+      'operations unsettled for longer than retention.operationDays are kept until settled: reconcile, decide or abandon them (/admin/operations)',
+    )
   }
 
   const sweepEvents = async () => {
@@ -173,7 +201,11 @@ export function startRetention(deps: { sql: postgres.Sql; config: Config; logger
 
   const loop = () => {
     if (stopped) return
-    running = sweep()
+    running = watchPass(sweep(), {
+      logger: deps.logger,
+      loop: 'retention',
+      stuckAfterMs: deps.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS,
+    })
       .catch((error: unknown) => deps.logger.warn({ err: error }, 'retention sweep failed; retrying later'))
       .finally(() => {
         if (!stopped) timer = setTimeout(loop, intervalMs)

@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm'
 import {
   bigint,
   bigserial,
+  boolean,
   customType,
   index,
   integer,
@@ -84,6 +85,11 @@ export const inboundEvents = pgTable(
     origin: text('origin', { enum: ['webhook', 'backfill'] })
       .notNull()
       .default('webhook'),
+    /**
+     * The W3C traceparent of the receive's span, written by the claim when tracing is on: the
+     * worker's span of the event continues that trace (src/tracing.ts). Observability only.
+     */
+    traceParent: text('trace_parent'),
   },
   (t) => [
     // The claim: concurrent deliveries of one event race on this index, never on a prior SELECT.
@@ -275,6 +281,32 @@ export const eventRoutes = pgTable(
     updatedAt: timestamptz('updated_at').notNull().defaultNow(),
   },
   (t) => [primaryKey({ columns: [t.eventRowId, t.routeId] })],
+)
+
+/**
+ * Each ordered event's key per scope (the source's own orderingKey under route_id '', each route's
+ * under its id), written with the claim, so "the oldest unfinished event of this key before me" is
+ * one probe of the partial index instead of a containment test on every earlier event's body
+ * (src/db/ordering.ts). `held` goes false once the event is done for the scope.
+ */
+export const eventOrderingKeys = pgTable(
+  'event_ordering_keys',
+  {
+    eventRowId: uuid('event_row_id')
+      .notNull()
+      .references(() => inboundEvents.id, { onDelete: 'cascade' }),
+    routeId: text('route_id').notNull(),
+    source: text('source').notNull(),
+    /** sha256 of the pointer and the RFC 8785 JSON of the value there (orderingKeyHash). */
+    keyHash: bytea('key_hash').notNull(),
+    /** received_seq; for an event claimed before it existed, a negative number in received_at order. */
+    seq: bigint('seq', { mode: 'number' }).notNull(),
+    held: boolean('held').notNull().default(true),
+  },
+  (t) => [
+    primaryKey({ columns: [t.eventRowId, t.routeId] }),
+    index('event_ordering_keys_line_idx').on(t.source, t.routeId, t.keyHash, t.seq).where(sql`${t.held}`),
+  ],
 )
 
 /**

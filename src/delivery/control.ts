@@ -1,9 +1,11 @@
 import type { Config } from '../config/config.js'
-import type { Ledger } from '../db/client.js'
+import type { LedgerView } from '../db/client.js'
 import type { EventInvoker } from '../handlers/types.js'
 import type { Logger } from '../logger.js'
 import { addGauge, type Metrics } from '../metrics.js'
+import type { JobQueue } from '../queue/backend.js'
 import { producerConnection } from '../queue/connections.js'
+import { type ProcessEventData, processEventLaterJob } from '../queue/jobs.js'
 import type { FanOutDependencies } from './fan-out.js'
 import type { CircuitView, Destination, DestinationGuard, GuardEvents } from './guard.js'
 import { createMemoryGuard } from './memory-guard.js'
@@ -27,10 +29,14 @@ export function startDeliveryControl(deps: {
   config: Config
   redisUrl: string | undefined
   queuePrefix: string
-  ledger: Ledger
+  ledger: LedgerView
   logger: Logger
   metrics: Metrics
   invoker: EventInvoker
+  /** Where an ordering key's hand-off adds the next event's job, when it is not run at once. */
+  queue: JobQueue<ProcessEventData>
+  /** Runs an event now in this process's worker; false when there is none (yet). */
+  runNow?: (eventRowId: string) => boolean
   events?: GuardEvents & Pick<FanOutDependencies, 'onRouteDisabled'>
 }): DeliveryControl {
   const { config, logger } = deps
@@ -79,6 +85,15 @@ export function startDeliveryControl(deps: {
       ordering: {
         recheckMs: config.file.delivery.orderingRecheckMs,
         failedHeadRecheckMs: config.file.delivery.pausedRecheckMs,
+        // At once in this worker (a round through Redis cost ~25 ms per event of a busy key), or
+        // a job of its own under a fresh id. Either way the event's waiting job stays as the
+        // fallback, and whichever runs second finds the row DONE (one lease query) or leased.
+        handOff: async (eventRowId, delayMs) => {
+          if (delayMs === 0 && deps.runNow?.(eventRowId) === true) return
+          const job = processEventLaterJob(eventRowId, delayMs)
+          await deps.queue.add(job.name, job.data, job.opts)
+        },
+        logger,
       },
       ...(deps.events?.onRouteDisabled === undefined ? {} : { onRouteDisabled: deps.events.onRouteDisabled }),
     },

@@ -15,6 +15,7 @@ import {
   type ForwardResult,
   forwardArgs,
   forwardTool,
+  tracedForward,
 } from '../handlers/forward.js'
 import {
   type DirectContext,
@@ -26,9 +27,10 @@ import {
   type SourceHandler,
 } from '../handlers/types.js'
 import type { InvokeOutcome } from '../outbound/outcomes.js'
+import { traceIdIn } from '../tracing.js'
 import { compileFilter, type EventFilter } from './filter.js'
 import type { DeliveryVerdict, Destination, DestinationGuard } from './guard.js'
-import { compileOrderingKey, type OrderingSettings, waitForOrder } from './ordering.js'
+import { type OrderingSettings, orderedScope } from './ordering.js'
 
 export interface FanOutDependencies {
   db: Database
@@ -48,6 +50,8 @@ interface CompiledRoute {
   id: string
   matches: EventFilter
   run: (context: RouteContext) => Promise<RouteOutcome | RouteWait>
+  /** The route's delivery of this event is recorded done (an ordering key hands off its line). */
+  done?: (eventRowId: string) => Promise<void>
 }
 
 /** A route that could not run now: it goes back to the queue without using up an attempt. */
@@ -56,6 +60,8 @@ interface RouteWait {
   status: 'waiting' | 'paused'
   retryAfterMs: number
   reason: string
+  /** Logged at debug (an ordering wait, summed up per key elsewhere). */
+  quiet?: boolean
 }
 
 type RouteContext = DirectContext & { disabledReason: string | undefined }
@@ -75,6 +81,11 @@ export function routesHandler(
   const compiled = routes.map((route) => compileRoute(deps, source, route, codeHandlers))
   return {
     kind: 'direct',
+    // Every ordered route's line, once the event is DONE: those it did not match too. Until it was
+    // looked at, it stood in their lines (it might have matched), and an event behind it waited.
+    done: async (eventRowId) => {
+      await Promise.all(compiled.map((route) => route.done?.(eventRowId)))
+    },
     async run(context) {
       const matched = compiled.filter((route) =>
         route.matches({ eventType: context.eventType, event: context.event }),
@@ -96,6 +107,11 @@ export function routesHandler(
         ),
       )
       await recordRouteOutcomes(deps.sql, context.eventRowId, results.map(asOutcome))
+      await Promise.all(
+        pending.map((route, index) =>
+          results[index]?.status === 'done' ? route.done?.(context.eventRowId) : undefined,
+        ),
+      )
       return settle(matched, results)
     },
   }
@@ -113,13 +129,17 @@ function compileRoute(
   const matches = compileFilter(route.filter)
   const run = routeRunner(deps, source, route, codeHandlers)
   if (route.orderingKey === undefined) return { id: route.id, matches, run }
-  const key = compileOrderingKey(route.orderingKey)
+  const scope = orderedScope(deps.sql, deps.ordering, {
+    source,
+    routeId: route.id,
+    pointer: route.orderingKey,
+  })
   return {
     id: route.id,
     matches,
     run: async (context) => {
       try {
-        await waitForOrder(deps.sql, key, context, deps.ordering, route.id)
+        await scope.wait(context)
       } catch (error) {
         if (!(error instanceof RetryLaterError)) throw error
         return {
@@ -127,10 +147,12 @@ function compileRoute(
           status: 'waiting',
           retryAfterMs: error.retryAfterMs,
           reason: `route '${route.id}' ${error.message}`,
+          quiet: error.quiet,
         }
       }
       return run(context)
     },
+    done: (eventRowId) => scope.release(eventRowId),
   }
 }
 
@@ -173,15 +195,21 @@ async function runForward(
   }
   let outcome: InvokeOutcome<ForwardResult> | undefined
   try {
-    const tool = forwardTool(forward, {
-      raw: context.raw,
-      headers: context.headers,
-      signal: context.signal,
-      rejectionsStayOpen: true,
-      idempotencyKey: `${context.source}:${context.eventId}:${routeId}`,
-    })
     const invoke = deps.invoker({ ...runOf(context), scope: ['route'] })
-    outcome = await invoke(tool, routeId, forwardArgs(context.source, context.eventId, context.raw))
+    outcome = await tracedForward(context.trace, forward, routeId, (traceparent) =>
+      invoke(
+        forwardTool(forward, {
+          raw: context.raw,
+          headers: context.headers,
+          signal: context.signal,
+          rejectionsStayOpen: true,
+          idempotencyKey: `${context.source}:${context.eventId}:${routeId}`,
+          traceparent,
+        }),
+        routeId,
+        forwardArgs(context.source, context.eventId, context.raw),
+      ),
+    )
   } finally {
     const details = outcome === undefined ? {} : detailsOf(outcome)
     const retryAfterMs =
@@ -278,6 +306,7 @@ function runOf(context: RouteContext) {
     source: context.source,
     eventId: context.eventId,
     runId: `${context.eventRowId}/${context.attempt}`,
+    traceId: traceIdIn(context.trace),
   }
 }
 
@@ -307,7 +336,11 @@ function settle(
   const waits = results.filter((r): r is RouteWait => !('ran' in r))
   if (waits.length > 0) {
     const soonest = Math.min(...waits.map((w) => w.retryAfterMs))
-    throw new RetryLaterError(waits.map((w) => w.reason).join('; '), soonest)
+    throw new RetryLaterError(
+      waits.map((w) => w.reason).join('; '),
+      soonest,
+      waits.every((w) => w.quiet === true),
+    )
   }
   return { responseExcerpt: `delivered to ${matched.map((route) => `'${route.id}'`).join(', ')}` }
 }

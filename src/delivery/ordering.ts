@@ -1,20 +1,41 @@
+import { createHash } from 'node:crypto'
 import type postgres from 'postgres'
-import { findOrderingHead, type OrderingHead, type OrderingKeyValue } from '../db/ordering.js'
+import type { SourceConfig } from '../config/config.js'
+import {
+  catchUpOrderingKeys,
+  findOrderingHead,
+  type OrderingHead,
+  type OrderingKeyRow,
+  recordOrderingKey,
+  releaseOrderingKey,
+  SOURCE_SCOPE,
+} from '../db/ordering.js'
 import { RetryLaterError, type SourceHandler } from '../handlers/types.js'
+import type { Logger } from '../logger.js'
+import { canonicalJson } from '../outbound/hash.js'
 import { parsePointer, resolvePointer } from './filter.js'
 
 export interface OrderingSettings {
-  /** How soon a delivery behind a head that is still being worked on looks again. */
+  /**
+   * How soon the event right behind a head that is still being worked on looks again: the fallback
+   * for a hand-off that did not happen (a worker that died between DONE and the hand-off).
+   */
   recheckMs: number
-  /** How soon one behind a FAILED head looks again: nothing moves until a person replays it. */
+  /**
+   * How soon one behind a FAILED head looks again (nothing moves until a person replays it), and
+   * one with other events between it and the head: each of those is handed the key in turn.
+   */
   failedHeadRecheckMs: number
+  /** Starts an event in `delayMs` (a job of its own): the next of a key whose event just finished. */
+  handOff: (eventRowId: string, delayMs: number) => Promise<unknown>
+  logger: Logger
 }
 
 /** An ordering key compiled once: the pointer's tokens, and the key of an event (or none). */
 export interface OrderingKey {
   pointer: string
-  /** The event's key: the value at the pointer, or undefined when the event has none. */
-  of(event: unknown): OrderingKeyValue | undefined
+  /** The event's key hash, or undefined when the event has no value at the pointer. */
+  of(event: unknown): string | undefined
 }
 
 export function compileOrderingKey(pointer: string): OrderingKey {
@@ -25,65 +46,162 @@ export function compileOrderingKey(pointer: string): OrderingKey {
       const resolved = resolvePointer(event, path)
       // An event without the key (or a body that is not JSON) is not ordered against anything.
       if (!resolved.found) return undefined
-      // Which steps go through an array, so the head query's containment document has its shape.
-      const inArray = path.map((_, index) => {
-        const parent = resolvePointer(event, path.slice(0, index))
-        return parent.found && Array.isArray(parent.value)
-      })
-      return { path, inArray, value: resolved.value }
+      // Canonical JSON, so key order and number spelling never split one key in two; the pointer
+      // is hashed too, so a changed pointer never meets the keys written under the old one.
+      return createHash('sha256')
+        .update(`${pointer}\n${canonicalJson(resolved.value)}`)
+        .digest('hex')
     },
   }
 }
 
+const compiledKeys = new WeakMap<SourceConfig, Array<{ routeId: string; key: OrderingKey }>>()
+
 /**
- * Holds back a delivery while an earlier event with the same ordering key is not done: the event
- * goes back to the queue without using up an attempt. Returns the head that blocks, for the caller's
- * message, or undefined when the delivery may go.
+ * An event's keys in each ordered scope of its source (its own orderingKey, each route's), written
+ * with its claim so the head lookup finds it before any worker has looked at it.
  */
-export async function waitForOrder(
-  sql: postgres.Sql,
-  key: OrderingKey,
-  context: { eventRowId: string; event: unknown },
-  settings: OrderingSettings,
-  routeId?: string,
-): Promise<void> {
-  const value = key.of(context.event)
-  if (value === undefined) return
-  const head = await findOrderingHead(sql, context.eventRowId, value, routeId)
-  if (head === undefined) return
-  throw new RetryLaterError(blockedMessage(key, head, routeId), recheckOf(head, settings))
+export function orderingKeysOf(source: SourceConfig, event: unknown): OrderingKeyRow[] {
+  let keys = compiledKeys.get(source)
+  if (keys === undefined) {
+    keys = [
+      ...(source.orderingKey === undefined
+        ? []
+        : [{ routeId: SOURCE_SCOPE, key: compileOrderingKey(source.orderingKey) }]),
+      ...(source.routes ?? []).flatMap((route) =>
+        route.orderingKey === undefined
+          ? []
+          : [{ routeId: route.id, key: compileOrderingKey(route.orderingKey) }],
+      ),
+    ]
+    compiledKeys.set(source, keys)
+  }
+  return keys.flatMap(({ routeId, key }) => {
+    const keyHash = key.of(event)
+    return keyHash === undefined ? [] : [{ routeId, keyHash }]
+  })
 }
 
-export function blockedMessage(key: OrderingKey, head: OrderingHead, routeId?: string): string {
-  const where = routeId === undefined ? '' : ` on route '${routeId}'`
+/** One ordered scope at run time: a source's own key, or a route's. */
+export interface OrderedScope {
+  key: OrderingKey
+  /**
+   * Holds back a delivery while an earlier event with the same key is not done: throws a quiet
+   * RetryLaterError (no attempt used up; logged at debug, summed up per key once a minute).
+   */
+  wait(context: { eventRowId: string; event: unknown }): Promise<void>
+  /** The event is done in this scope: the next one of its key starts now. Never throws. */
+  release(eventRowId: string): Promise<void>
+}
+
+const SUMMARY_EVERY_MS = 60_000
+/** The hand-off's delay to an event that is leased: a look at the line takes a few ms. */
+const RUNNING_HAND_OFF_MS = 100
+
+export function orderedScope(
+  sql: postgres.Sql,
+  settings: OrderingSettings,
+  scope: { source: string; routeId?: string | undefined; pointer: string },
+): OrderedScope {
+  const key = compileOrderingKey(scope.pointer)
+  const routeId = scope.routeId ?? SOURCE_SCOPE
+  const where = scope.routeId === undefined ? '' : ` on route '${scope.routeId}'`
+  const labels = { source: scope.source, ...(scope.routeId === undefined ? {} : { route: scope.routeId }) }
+  // Events claimed before this version, or before the key was configured, get their key rows once,
+  // before this process's first lookup; later claims write theirs.
+  let caughtUp: Promise<unknown> | undefined
+  const catchUp = () => {
+    caughtUp ??= catchUpOrderingKeys(sql, scope.source, routeId, (body) => {
+      try {
+        return key.of(JSON.parse(body.toString('utf8')))
+      } catch {
+        return undefined
+      }
+    }).catch((error: unknown) => {
+      caughtUp = undefined
+      throw error
+    })
+    return caughtUp
+  }
+  const summaries = new Map<string, { since: number; waits: number }>()
+  const noteWait = (keyHash: string, eventRowId: string, head: OrderingHead) => {
+    const now = Date.now()
+    const summary = summaries.get(keyHash)
+    const fields = { ...labels, pointer: key.pointer, key: keyHash.slice(0, 12), eventRowId, head: head.id }
+    settings.logger.debug(fields, 'held back by its ordering key')
+    if (summary !== undefined && now - summary.since < SUMMARY_EVERY_MS) {
+      summary.waits += 1
+      return
+    }
+    settings.logger.info(
+      { ...fields, headStatus: head.status, rechecks: summary?.waits ?? 0 },
+      'ordering key held: events wait for the one before them (rechecks counts the last minute)',
+    )
+    summaries.set(keyHash, { since: now, waits: 1 })
+    for (const [other, { since }] of summaries) {
+      if (now - since >= SUMMARY_EVERY_MS) summaries.delete(other)
+    }
+  }
+  return {
+    key,
+    async wait(context) {
+      const keyHash = key.of(context.event)
+      if (keyHash === undefined) return
+      await catchUp()
+      const { head, recorded } = await findOrderingHead(sql, context.eventRowId, routeId, keyHash)
+      if (!recorded) await recordOrderingKey(sql, context.eventRowId, routeId, keyHash)
+      if (head === undefined) return
+      noteWait(keyHash, context.eventRowId, head)
+      throw new RetryLaterError(
+        blockedMessage(key, head, where),
+        head.status === 'failed' || head.behindOthers ? settings.failedHeadRecheckMs : settings.recheckMs,
+        true,
+      )
+    },
+    async release(eventRowId) {
+      try {
+        const next = await releaseOrderingKey(sql, eventRowId, routeId)
+        // One still running may be looking at the line right now, before this DONE: its job comes
+        // once it has put the event back, or finds it done or leased (one lease query).
+        if (next !== undefined)
+          await settings.handOff(next.id, next.state === 'waiting' ? 0 : RUNNING_HAND_OFF_MS)
+      } catch (error) {
+        // The next event's recheck timer still starts it; only the hand-off's speed is lost.
+        settings.logger.warn(
+          { ...labels, eventRowId, err: error instanceof Error ? error.message : String(error) },
+          'ordering key not handed off; the next event starts at its recheck',
+        )
+      }
+    },
+  }
+}
+
+function blockedMessage(key: OrderingKey, head: OrderingHead, where: string): string {
   return `waits for event ${head.eventId} (${head.status}), which has the same ordering key (${key.pointer})${where} and came first`
 }
 
-function recheckOf(head: OrderingHead, settings: OrderingSettings): number {
-  return head.status === 'failed' ? settings.failedHeadRecheckMs : settings.recheckMs
-}
-
-/** A source's handler behind its ordering key: the same handler, run only once the event is first in line. */
-export function orderedHandler(
-  handler: SourceHandler,
-  key: OrderingKey,
-  sql: postgres.Sql,
-  settings: OrderingSettings,
-): SourceHandler {
+/** A source's handler behind its ordering key: run only once the event is first in line, and hand off after. */
+export function orderedHandler(handler: SourceHandler, scope: OrderedScope): SourceHandler {
+  const done = async (eventRowId: string) => {
+    await handler.done?.(eventRowId)
+    await scope.release(eventRowId)
+  }
   if (handler.kind === 'direct') {
     return {
       kind: 'direct',
       run: async (context) => {
-        await waitForOrder(sql, key, context, settings)
+        await scope.wait(context)
         return handler.run(context)
       },
+      done,
     }
   }
   return {
     kind: 'transactional',
     run: async (context) => {
-      await waitForOrder(sql, key, context, settings)
+      await scope.wait(context)
       return handler.run(context)
     },
+    done,
   }
 }

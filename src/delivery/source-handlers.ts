@@ -3,7 +3,7 @@ import { forwardDelivery, forwardToolTimeoutMs } from '../handlers/forward.js'
 import type { EventHandler, SourceHandler } from '../handlers/types.js'
 import { toolLeaseMs } from '../outbound/machine.js'
 import { type FanOutDependencies, routesHandler } from './fan-out.js'
-import { compileOrderingKey, orderedHandler } from './ordering.js'
+import { orderedHandler, orderedScope } from './ordering.js'
 
 /**
  * Each source's handler: one registered in code under the source's id, the config's `handler`, or
@@ -74,7 +74,8 @@ export function resolveHandlers(
     for (const [id, handler] of handlers) {
       const pointer = config.sources.get(id)?.config.orderingKey
       if (pointer !== undefined) {
-        handlers.set(id, orderedHandler(handler, compileOrderingKey(pointer), fanOut.sql, fanOut.ordering))
+        const scope = orderedScope(fanOut.sql, fanOut.ordering, { source: id, pointer })
+        handlers.set(id, orderedHandler(handler, scope))
       }
     }
   }

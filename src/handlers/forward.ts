@@ -1,8 +1,10 @@
 import { createHash } from 'node:crypto'
+import { SpanKind, SpanStatusCode } from '@opentelemetry/api'
 import type { Dispatcher } from 'undici'
 import { classifyStatus, connectionPool, retryAfterMs, sendHttp } from '../outbound/http-send.js'
 import type { InvokeOutcome } from '../outbound/outcomes.js'
 import { defineTool, type Tool } from '../outbound/tools.js'
+import { type TraceScope, traceparentOf } from '../tracing.js'
 import {
   type DirectContext,
   type EventHandler,
@@ -54,6 +56,8 @@ interface Delivery {
    * a route re-enabled after a 410 Gone sends again. Without it a 4xx is a definite rejection.
    */
   rejectionsStayOpen?: boolean
+  /** The forward span's W3C traceparent, sent so the destination's trace continues it. */
+  traceparent?: string | undefined
 }
 
 export interface ForwardResult {
@@ -62,6 +66,9 @@ export interface ForwardResult {
   /** From a 429 or 503 answer's Retry-After. */
   retryAfterMs?: number
 }
+
+/** The forward's tool name (also in the forward claim's SQL, src/db/events.ts). */
+export const FORWARD_TOOL = 'forward'
 
 /**
  * The forward destination as an idempotent HTTP tool. One send per invoke: the inbound worker's own
@@ -72,7 +79,7 @@ export interface ForwardResult {
  */
 export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<ForwardArgs, ForwardResult> {
   return defineTool<ForwardArgs, ForwardResult>({
-    name: 'forward',
+    name: FORWARD_TOOL,
     effect: 'idempotent',
     timeoutMs: forwardToolTimeoutMs(config),
     retry: { attempts: 1 },
@@ -84,6 +91,7 @@ export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<For
         'x-hookledger-source': args.source,
         'x-hookledger-event-id': args.eventId,
         'x-hookledger-attempt': String(ctx.attempt),
+        ...(delivery.traceparent === undefined ? {} : { traceparent: delivery.traceparent }),
         ...config.headers,
       }
       delete outgoing['user-agent']
@@ -167,15 +175,63 @@ export function forwardHandler(config: ForwardConfig): EventHandler {
 
 /** The forward as the worker runs it for a configured source: with no transaction of its own. */
 export function forwardDelivery(config: ForwardConfig): (context: DirectContext) => Promise<HandlerResult> {
-  return async ({ source, eventId, raw, headers, signal, invoke }) => {
-    const tool = forwardTool(config, { raw, headers, signal })
-    const outcome = await invoke(tool, 'forward', forwardArgs(source, eventId, raw), { last: attemptFacts })
+  return async ({ source, eventId, raw, headers, signal, invoke, trace }) => {
+    const outcome = await tracedForward(trace, config, undefined, (traceparent) =>
+      invoke(
+        forwardTool(config, { raw, headers, signal, traceparent }),
+        'forward',
+        forwardArgs(source, eventId, raw),
+        {
+          last: attemptFacts,
+        },
+      ),
+    )
     if (outcome.kind === 'completed') return attemptFacts(outcome.result)
     if (outcome.kind === 'retry_later') {
       // Not this event's failure: another worker's lease on the forward has to run out first.
       throw new RetryLaterError(describeOutcome(outcome), outcome.retryAfterMs)
     }
     throw new HandlerError(describeOutcome(outcome), detailsOf(outcome))
+  }
+}
+
+/** The forward's span name. */
+export const FORWARD_SPAN = 'forward'
+
+/**
+ * Runs a forward's invoke in a span under the worker's (none when `trace` is undefined: tracing off),
+ * and gives `send` that span's traceparent for the destination. The span names the destination's
+ * host only: a configured URL may carry a token in its path or query.
+ */
+export async function tracedForward(
+  trace: TraceScope | undefined,
+  config: ForwardConfig,
+  routeId: string | undefined,
+  send: (traceparent: string | undefined) => Promise<InvokeOutcome<ForwardResult>>,
+): Promise<InvokeOutcome<ForwardResult>> {
+  if (trace === undefined) return send(undefined)
+  const span = trace.tracer.startSpan(FORWARD_SPAN, { kind: SpanKind.CLIENT }, trace.context)
+  try {
+    const outcome = await send(traceparentOf(span))
+    if (span.isRecording()) {
+      const status = outcome.kind === 'completed' ? outcome.result.status : detailsOf(outcome).responseStatus
+      span.setAttributes({
+        'http.request.method': 'POST',
+        'server.address': destinationOf(config).url.host,
+        'hookledger.outcome': outcome.kind,
+        ...(routeId === undefined ? {} : { 'hookledger.route': routeId }),
+        ...(typeof status === 'number' ? { 'http.response.status_code': status } : {}),
+      })
+      if (outcome.kind !== 'completed' && outcome.kind !== 'retry_later') {
+        span.setStatus({ code: SpanStatusCode.ERROR, message: describeOutcome(outcome).slice(0, 500) })
+      }
+    }
+    return outcome
+  } catch (error) {
+    span.setStatus({ code: SpanStatusCode.ERROR })
+    throw error
+  } finally {
+    span.end()
   }
 }
 

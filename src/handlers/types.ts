@@ -3,6 +3,7 @@ import type { OperationRow } from '../db/operation-rows.js'
 import type { Logger } from '../logger.js'
 import type { InvokeOutcome } from '../outbound/outcomes.js'
 import type { Tool } from '../outbound/tools.js'
+import type { TraceScope } from '../tracing.js'
 
 /** What a handler is given for one attempt at one event. */
 export interface HandlerContext {
@@ -33,6 +34,11 @@ export interface HandlerContext {
    * whether anything is sent again. Its writes are not part of `tx`: they commit on their own.
    */
   invoke<A, R>(tool: Tool<A, R>, step: string, args: A, options?: InvokeOptions<R>): Promise<InvokeOutcome<R>>
+  /**
+   * The worker's span of this attempt, to start child spans under (OpenTelemetry); undefined when
+   * tracing is off or the attempt is not sampled.
+   */
+  trace?: TraceScope | undefined
 }
 
 export interface InvokeOptions<R> {
@@ -77,6 +83,8 @@ export type EventInvoker = (event: {
   scope?: readonly string[]
   /** Given by the worker for a direct handler: lets a last step mark the event DONE. */
   attempt?: EventAttempt
+  /** The attempt's trace (tracing on), recorded on the operations it invokes: observability only. */
+  traceId?: string | undefined
 }) => HandlerContext['invoke']
 
 /** Optional facts about the attempt, recorded on its attempt row. */
@@ -97,7 +105,7 @@ export type DirectContext = Omit<HandlerContext, 'tx'>
  * ledger and writes nothing else, so no transaction is held while it waits on the network, and its
  * DONE mark is written in one statement with those of other events finishing at the same time.
  */
-export type SourceHandler =
+export type SourceHandler = (
   | { kind: 'transactional'; run: EventHandler }
   | {
       kind: 'direct'
@@ -108,6 +116,13 @@ export type SourceHandler =
        */
       forwardLeaseMs?: number
     }
+) & {
+  /**
+   * Called once the event's DONE has committed (an ordering key hands its line to the next event).
+   * It must not throw: the event is done whatever it does.
+   */
+  done?: (eventRowId: string) => Promise<void>
+}
 
 /**
  * The handler could not start its work yet (the forward is leased by a worker that died mid-call):
@@ -117,6 +132,8 @@ export class RetryLaterError extends Error {
   constructor(
     message: string,
     readonly retryAfterMs: number,
+    /** Logged at debug: the wait is reported elsewhere (an ordering key's summary per minute). */
+    readonly quiet = false,
   ) {
     super(message)
     this.name = 'RetryLaterError'

@@ -6,11 +6,13 @@ import type { Config } from '../config/config.js'
 import type { ClaimBatcher } from '../db/claims.js'
 import type { Database } from '../db/client.js'
 import type { CircuitView } from '../delivery/guard.js'
+import { type Backpressure, noBackpressure } from '../inbound/backpressure.js'
 import type { Logger } from '../logger.js'
 import type { Metrics } from '../metrics.js'
 import { agentProtocol } from '../outbound/agent.js'
 import { createOutboundLedger, type OutboundLedger } from '../outbound/ledger.js'
 import type { Enqueuer } from '../queue/enqueuer.js'
+import type { Tracing } from '../tracing.js'
 import { adminUi } from './admin-ui/routes.js'
 import { errorBody, handleError } from './errors.js'
 import { bearerAuth } from './middleware/bearer.js'
@@ -23,6 +25,8 @@ export interface AppDependencies {
   config: Config
   db: Database
   claims: ClaimBatcher
+  /** Refuses new work with 429 when the ledger cannot keep up; absent, nothing is refused. */
+  backpressure?: Backpressure
   enqueuer: Enqueuer
   logger: Logger
   metrics: Metrics
@@ -42,6 +46,8 @@ export interface AppDependencies {
   circuit?: ((destinationId: string) => Promise<CircuitView>) | undefined
   /** Set: `/metrics` wants it as a bearer token. Unset: `/metrics` is open (keep it off the internet). */
   metricsToken?: string | undefined
+  /** OpenTelemetry (src/tracing.ts); absent: off. */
+  tracing?: Tracing | undefined
 }
 
 /** The HTTP app, built from its dependencies only, so tests pass a real database and their own queue. */
@@ -62,7 +68,9 @@ export function createApp(deps: AppDependencies) {
           db: deps.db,
           protocol: agentProtocol(outbound),
           agentTokens: agentTokensOf(deps.agentToken, deps.config.agentTokens),
+          backpressure: deps.backpressure ?? noBackpressure,
           bodyLimitBytes: deps.config.file.server.operationsBodyLimitBytes,
+          tracing: deps.tracing,
         }),
       )
       .route('/admin/api', adminRoutes({ db: deps.db, adminToken: deps.adminToken }))

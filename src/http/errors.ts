@@ -2,6 +2,7 @@ import type { Context } from 'hono'
 import { HTTPException } from 'hono/http-exception'
 import type { RequestIdVariables } from 'hono/request-id'
 import type { ContentfulStatusCode } from 'hono/utils/http-status'
+import type { Refusal } from '../inbound/backpressure.js'
 import type { Logger } from '../logger.js'
 
 /** The one error type the HTTP edge raises; the one handler below writes it as `{error:{code,message}}`. */
@@ -18,6 +19,13 @@ export class ApiError extends Error {
     this.headers = options.headers ?? {}
     this.name = 'ApiError'
   }
+}
+
+/** A refusal by backpressure: 429 with `Retry-After`, which providers and agents honour. */
+export function busy(refusal: Refusal): ApiError {
+  return new ApiError(429, 'ledger_busy', refusal.message, {
+    headers: { 'Retry-After': String(refusal.retryAfterSeconds) },
+  })
 }
 
 export function errorBody(code: string, message: string) {

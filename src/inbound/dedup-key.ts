@@ -13,6 +13,12 @@ const part = z.union([
       header: z
         .string()
         .regex(/^[a-z0-9!#$%&'*+.^_`|~-]+$/, 'must be a header name in lower case, such as x-request-id'),
+      /**
+       * The operator vouches for this header (a proxy of theirs sets it). Without it, a header the
+       * scheme does not sign is refused at start-up unless the source dedups on the body too
+       * (src/inbound/verifiers/signed-parts.ts).
+       */
+      trusted: z.boolean().optional(),
     })
     .strict(),
 ])
@@ -36,9 +42,12 @@ export const dedupKeySchema = z
 export type DedupKey = z.infer<typeof dedupKeySchema>
 export type DedupKeyPart = NonNullable<DedupKey['parts']>[number]
 
-/** What a definition is compared by across restarts: everything but its version. */
+/**
+ * What a definition is compared by across restarts: everything but its version, and but whether a
+ * header is trusted (that changes whether the key is allowed, not which events it makes equal).
+ */
 export interface DedupKeyDefinition {
-  parts: Array<DedupKeyPart | { eventId: 'provider' }>
+  parts: Array<{ pointer: string } | { header: string } | { eventId: 'provider' }>
   scope: 'event_type' | null
 }
 
@@ -47,7 +56,10 @@ export const PROVIDER_EVENT_ID: DedupKeyDefinition = { parts: [{ eventId: 'provi
 
 export function definitionOf(key: DedupKey | undefined): DedupKeyDefinition {
   if (key === undefined) return PROVIDER_EVENT_ID
-  return { parts: key.parts ?? [{ eventId: 'provider' }], scope: key.scope ?? null }
+  const parts = key.parts?.map((part) =>
+    'pointer' in part ? { pointer: part.pointer } : { header: part.header },
+  )
+  return { parts: parts ?? [{ eventId: 'provider' }], scope: key.scope ?? null }
 }
 
 const MAX_KEY_LENGTH = 1024

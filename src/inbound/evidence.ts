@@ -1,3 +1,4 @@
+import { SpanKind } from '@opentelemetry/api'
 import type postgres from 'postgres'
 import type { Config } from '../config/config.js'
 import type { Database } from '../db/client.js'
@@ -5,6 +6,7 @@ import type { LeasedEvent } from '../db/events.js'
 import { recordEvidence } from '../db/evidence.js'
 import type { Logger } from '../logger.js'
 import { settleFromEvidence } from '../outbound/evidence.js'
+import type { TraceScope } from '../tracing.js'
 import { type EvidenceRule, readEvidence } from './evidence-rules.js'
 
 /**
@@ -19,7 +21,8 @@ import { type EvidenceRule, readEvidence } from './evidence-rules.js'
  * twice. It runs before the handler, so a failing handler never holds back the settlement.
  */
 export interface EvidenceIntake {
-  take(event: LeasedEvent): Promise<void>
+  /** `trace`: the worker's span of the event, under which a settlement gets a span of its own. */
+  take(event: LeasedEvent, trace?: TraceScope): Promise<void>
 }
 
 export function evidenceIntake(deps: {
@@ -36,7 +39,7 @@ export function evidenceIntake(deps: {
   }
   if (rules.size === 0) return undefined
   return {
-    async take(event) {
+    async take(event, trace) {
       const sourceRules = rules.get(event.source)
       if (sourceRules === undefined) return
       const reading = readEvidence(sourceRules, { eventType: event.eventType, body: parseBody(event.body) })
@@ -59,7 +62,21 @@ export function evidenceIntake(deps: {
         },
         evidence,
       )
-      const settled = await settleFromEvidence(deps.db, { key: evidence.operationKey })
+      const span = trace?.tracer.startSpan(
+        'operation settle by evidence',
+        { kind: SpanKind.INTERNAL, attributes: { 'hookledger.operation.key': evidence.operationKey } },
+        trace.context,
+      )
+      let settled: Awaited<ReturnType<typeof settleFromEvidence>>
+      try {
+        settled = await settleFromEvidence(deps.db, { key: evidence.operationKey })
+        span?.setAttributes({
+          'hookledger.settled': settled !== undefined,
+          'hookledger.status': settled?.status ?? '',
+        })
+      } finally {
+        span?.end()
+      }
       if (settled !== undefined) {
         log.info(
           { operationKey: evidence.operationKey, status: settled.status },

@@ -1,8 +1,12 @@
 import { createHash } from 'node:crypto'
+import type { Span } from '@opentelemetry/api'
 import type { Source } from '../config/config.js'
 import type { ClaimBatcher } from '../db/claims.js'
 import { isLedgerUnavailable } from '../db/client.js'
 import { storableText } from '../db/text.js'
+import { orderingKeysOf } from '../delivery/ordering.js'
+import { traceparentOf } from '../tracing.js'
+import type { Backpressure, Refusal } from './backpressure.js'
 import { buildDedupKey } from './dedup-key.js'
 import type { RejectionCode } from './verifiers/index.js'
 
@@ -14,9 +18,13 @@ export type ReceiveOutcome =
   | { kind: 'rejected'; code: RejectionCode; message: string }
   | { kind: 'handshake'; body: unknown }
   | { kind: 'ledger_unavailable'; cause: unknown }
+  /** The ledger cannot keep up: refused before the claim, so nothing was written (429, Retry-After). */
+  | { kind: 'busy'; refusal: Refusal }
 
 export interface ReceiveDependencies {
   claims: ClaimBatcher
+  /** Absent: no bound (an app built without one). */
+  backpressure?: Backpressure
   now?: () => number
 }
 
@@ -30,9 +38,12 @@ export async function receiveDelivery(
   source: Source,
   raw: Buffer,
   headers: Record<string, string>,
+  /** The receive's span (the no-op one when tracing is off): its steps are events on it. */
+  span?: Span,
 ): Promise<ReceiveOutcome> {
   const verification = source.verifier.verify({ raw, headers, now: (deps.now ?? Date.now)() })
   if (verification.kind !== 'verified') return verification
+  span?.addEvent('verified')
   const eventId =
     source.config.dedupKey === undefined
       ? verification.eventId
@@ -43,6 +54,9 @@ export async function receiveDelivery(
           headers,
         })
   if (typeof eventId !== 'string') return eventId
+  // After the signature (a sender with a bad secret keeps getting 401), before anything is written.
+  const refusal = deps.backpressure?.refusal()
+  if (refusal !== undefined) return { kind: 'busy', refusal }
   const payloadHash = createHash('sha256').update(raw).digest('hex')
   // The raw bytes are stored as they came (bytea); the text derived from them is made storable here,
   // so a NUL in a signed `type` can fail neither this delivery nor its batch neighbours. The event id
@@ -55,9 +69,19 @@ export async function receiveDelivery(
     body: raw,
     headers: storableHeaders({ ...pickHeaders(headers), ...verification.keptHeaders }),
     bodyKey: source.dedupOnBody ? payloadHash : null,
+    orderingKeys: orderingKeysOf(source.config, verification.event),
+    // Kept with the row, so the worker's span of this event continues the receive's trace.
+    traceParent: span === undefined ? null : (traceparentOf(span) ?? null),
   }
   try {
     const claim = await deps.claims.claim(event)
+    // The claim is one statement shared by the deliveries of a moment; it committed before it answered.
+    if (span?.isRecording()) {
+      span.addEvent('claim committed', {
+        'hookledger.claim': claim.kind,
+        'hookledger.event_row_id': claim.id,
+      })
+    }
     return claim.kind === 'conflict' ? { ...claim, eventId: event.eventId } : claim
   } catch (error) {
     if (isLedgerUnavailable(error)) return { kind: 'ledger_unavailable', cause: error }

@@ -95,6 +95,7 @@ export function eventInvoker(ledger: OutboundLedger): EventInvoker {
       key: stepKey([event.source, event.eventId, ...(event.scope ?? [])], step),
       args,
       runId: event.runId,
+      ...(event.traceId === undefined ? {} : { traceId: event.traceId }),
       claimed: last === undefined ? undefined : attempt?.claimed,
       eventDone:
         attempt === undefined || last === undefined

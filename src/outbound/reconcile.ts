@@ -5,7 +5,7 @@ import { LeaseLostError } from '../db/lease.js'
 import { dueForReconciliation, findOperationById, listAttempts } from '../db/operation-queries.js'
 import type { Held, OperationRow } from '../db/operation-rows.js'
 import { escalate, leaseIn, recordReconciledFound } from '../db/operations.js'
-import { withAbortDeadline } from '../deadline.js'
+import { DEFAULT_STUCK_AFTER_MS, watchPass, withAbortDeadline } from '../deadline.js'
 import type { Logger } from '../logger.js'
 import type { JobQueue, QueueBackend } from '../queue/backend.js'
 import {
@@ -138,6 +138,8 @@ export function startReconciler(deps: {
   queue: JobQueue<ReconcileJobData>
   ledger: OutboundLedger
   logger: Logger
+  /** A sweep running this long is logged as stuck (every this long until it ends). */
+  stuckAfterMs?: number
 }): Reconciler {
   const log = deps.logger.child({ component: 'reconciler' })
   const worker = deps.backend.process<ReconcileJobData>(
@@ -164,7 +166,11 @@ export function startReconciler(deps: {
   let running: Promise<unknown> = Promise.resolve()
   const loop = () => {
     if (stopped) return
-    running = sweep()
+    running = watchPass(sweep(), {
+      logger: log,
+      loop: 'reconciler',
+      stuckAfterMs: deps.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS,
+    })
       .catch((error: unknown) => log.warn({ err: error }, 'reconciliation sweep failed; retrying'))
       .finally(() => {
         if (!stopped) timer = setTimeout(loop, deps.ledger.settings.sweepIntervalMs)

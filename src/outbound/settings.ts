@@ -24,6 +24,7 @@ export const outboundSettingsSchema = z
     /**
      * Retry settings per tool name, for tools this server does not define in code (those an agent
      * calls over HTTP). A tool's own `retry` comes first, then this entry, then the values above.
+     * The tools named here also get a `tool` label of their own on /metrics (others count as `other`).
      */
     tools: z
       .record(

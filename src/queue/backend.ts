@@ -1,4 +1,5 @@
 import type { JobsOptions, Queue } from 'bullmq'
+import type { RedisCondition } from './redis-health.js'
 
 /**
  * The queue seam: the subset of BullMQ this code uses, implemented by BullMQ itself (`bullmq.ts`)
@@ -73,8 +74,8 @@ interface BackendBase {
 
 export interface BullmqBackend extends BackendBase {
   kind: 'bullmq'
-  /** Readiness: Redis answers. */
-  ping(): Promise<unknown>
+  /** Readiness: Redis answers, with its eviction policy and whether it takes writes (redis-health.ts). */
+  inspect(): Promise<RedisCondition>
   /** The BullMQ queues made so far, for a dashboard that reads Redis directly. */
   queues(): readonly Queue[]
 }

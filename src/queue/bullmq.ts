@@ -1,15 +1,20 @@
+import { once } from 'node:events'
 import { DelayedError, Queue, Worker } from 'bullmq'
 import type { Redis } from 'ioredis'
+import type { Logger } from '../logger.js'
 import type { BullmqBackend, JobDefaults, JobQueue, ProcessOptions, Processor } from './backend.js'
+import { routeBullmqWarnings } from './bullmq-warnings.js'
 import { consumerConnection, producerConnection } from './connections.js'
+import { inspectRedis } from './redis-health.js'
 
 /**
  * The distributed backend: any number of api and worker processes share one Redis. One producer
  * connection serves every queue (it fails fast, see connections.ts); each processor has its own
  * blocking consumer connection, as BullMQ requires.
  */
-export function createBullmqBackend(options: { url: string; prefix: string }): BullmqBackend {
+export function createBullmqBackend(options: { url: string; prefix: string; logger: Logger }): BullmqBackend {
   const { url, prefix } = options
+  const unrouteWarnings = routeBullmqWarnings(options.logger)
   const producer = producerConnection(url)
   producer.on('error', () => {}) // reported by readiness and by the enqueue that fails
   const queues: Queue[] = []
@@ -59,9 +64,16 @@ export function createBullmqBackend(options: { url: string; prefix: string }): B
       if (onFailed !== undefined) worker.on('failed', (job, error) => onFailed(job?.id, error))
       return { close: (force) => worker.close(force) }
     },
-    ping: () => producer.ping(),
+    // Under the deployment's prefix, so deployments sharing one Redis never write each other's key.
+    async inspect() {
+      // The producer queues nothing while disconnected: the check at start waits for its first
+      // connection (or its first failure) instead of failing before it had a chance.
+      if (['wait', 'connecting', 'connect'].includes(producer.status)) await once(producer, 'ready')
+      return inspectRedis(producer, `${prefix}:hookledger:write-probe`)
+    },
     queues: () => queues,
     async close() {
+      unrouteWarnings()
       producer.disconnect()
       for (const consumer of consumers) consumer.disconnect()
     },

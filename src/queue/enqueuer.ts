@@ -1,12 +1,13 @@
 import type postgres from 'postgres'
-import { type EnqueuedRow, markEnqueued } from '../db/events.js'
+import { type EnqueuedRow, markEnqueued, markRequeued, markUnqueued } from '../db/events.js'
 import { withDeadline } from '../deadline.js'
 import type { Failpoints } from '../failpoints.js'
 import type { Logger } from '../logger.js'
 import type { JobQueue, JobState, JobToAdd } from './backend.js'
-import { type ProcessEventData, processEventJob, processEventJobId, processEventsJobs } from './jobs.js'
+import { type ProcessEventData, processEventJobId, processEventsJobs } from './jobs.js'
 
 const ADD_DEADLINE_MS = 2000
+const FAILURE_LOG_EVERY_MS = 30_000
 
 /** A row to requeue, with the job it was first enqueued in when known (inbound_events.job_id). */
 export interface RequeuedRow {
@@ -24,11 +25,11 @@ export interface Enqueuer {
    */
   add(eventRowIds: readonly string[]): Promise<void>
   /**
-   * Adds jobs again for rows that must run again (a lost job): a finished job with the row's id is
-   * kept for a while and BullMQ silently ignores an add with that id, so it is removed first. A row
-   * with a live job (waiting, delayed, active), its own or the batch job it was first enqueued in
-   * (`jobId`), keeps that job, which will find the row PENDING. Returns how many rows got a new job;
-   * throws like `add`.
+   * Adds jobs again for rows that must run again (a lost job, a replay), together as `add` does, and
+   * records each row's new job. A row with a live job (waiting, delayed, active), its own or the one
+   * recorded on it (`jobId`), keeps that job, which will find the row PENDING. A finished job kept
+   * under a row's own id is removed first: BullMQ silently ignores an add under an id it holds.
+   * Returns how many rows got a new job; throws like `add`.
    */
   requeue(rows: readonly RequeuedRow[]): Promise<number>
   /** Waits for adds already under way (shutdown). */
@@ -42,9 +43,11 @@ export function createEnqueuer(deps: {
   failpoints: Failpoints
 }): Enqueuer {
   let batch: string[] = []
+  let lastFailureLog = Number.NEGATIVE_INFINITY
+  let unlogged = 0
   const inFlight = new Set<Promise<void>>()
 
-  const addJobs = async (jobs: readonly JobToAdd<ProcessEventData>[]) => {
+  const addJobs = async (jobs: readonly JobToAdd<ProcessEventData>[], replacing = false) => {
     const rows: EnqueuedRow[] = jobs.flatMap((job) =>
       job.data.eventRowIds.map((id) => ({ id, jobId: String(job.opts?.jobId) })),
     )
@@ -55,7 +58,7 @@ export function createEnqueuer(deps: {
       ADD_DEADLINE_MS,
       `Redis did not take ${jobs.length} job(s) for ${rows.length} row(s) within ${ADD_DEADLINE_MS} ms`,
     )
-    await markEnqueued(deps.sql, rows)
+    await (replacing ? markRequeued(deps.sql, rows) : markEnqueued(deps.sql, rows))
   }
   const add = (ids: readonly string[]) => addJobs(processEventsJobs(ids))
   const stateOf = (jobId: string) =>
@@ -76,36 +79,51 @@ export function createEnqueuer(deps: {
     }
     const done = add(ids)
       .catch((error: unknown) => {
-        deps.logger.warn(
-          { err: error, count: ids.length },
-          'enqueue failed; the relay will enqueue these rows',
-        )
+        // A Redis that is down or full fails every request's enqueue: one line per interval, with
+        // the rows since the last, not one per request (the relay enqueues them all).
+        unlogged += ids.length
+        if (Date.now() - lastFailureLog < FAILURE_LOG_EVERY_MS) return
+        lastFailureLog = Date.now()
+        deps.logger.warn({ err: error, count: unlogged }, 'enqueue failed; the relay will enqueue these rows')
+        unlogged = 0
       })
       .finally(() => inFlight.delete(done))
     inFlight.add(done)
   }
 
+  // Every question of a call is asked at once: ioredis sends them without waiting for each answer,
+  // so a chunk of a thousand rows costs a few round trips, not two thousand (100 rows per 10 s before).
   const requeue = async (rows: readonly RequeuedRow[]) => {
-    const readd: string[] = []
-    // The rows of one batch job share it: asked about once per call.
-    const batchStates = new Map<string, Promise<JobState>>()
-    for (const row of rows) {
-      const ownJobId = processEventJobId(row.id)
-      if (row.jobId != null && row.jobId !== ownJobId) {
-        let batchState = batchStates.get(row.jobId)
-        if (batchState === undefined) {
-          batchState = stateOf(row.jobId)
-          batchStates.set(row.jobId, batchState)
-        }
-        if (!finished(await batchState)) continue
-      }
-      const state = await stateOf(ownJobId)
-      if (!finished(state)) continue
-      if (state !== 'unknown') await deps.queue.remove(ownJobId)
-      readd.push(row.id)
+    const recordedJob = (row: RequeuedRow) =>
+      row.jobId != null && row.jobId !== processEventJobId(row.id) ? row.jobId : undefined
+    const recorded = [...new Set(rows.flatMap((row) => recordedJob(row) ?? []))]
+    const recordedStates = new Map(
+      await Promise.all(recorded.map(async (jobId) => [jobId, await stateOf(jobId)] as const)),
+    )
+    const unheld = rows.filter((row) => {
+      const jobId = recordedJob(row)
+      const state = jobId === undefined ? undefined : recordedStates.get(jobId)
+      return state === undefined || finished(state)
+    })
+    const ownStates = await Promise.all(unheld.map((row) => stateOf(processEventJobId(row.id))))
+    const readd = unheld.filter((_, index) => finished(ownStates[index] ?? 'unknown'))
+    await Promise.all(
+      unheld.flatMap((row, index) => {
+        const state = ownStates[index]
+        return state === 'completed' || state === 'failed'
+          ? [deps.queue.remove(processEventJobId(row.id))]
+          : []
+      }),
+    )
+    const ids = readd.map((row) => row.id)
+    try {
+      await addJobs(processEventsJobs(ids), true)
+    } catch (error) {
+      // Redis refused them (full, down): known to have no job, so they show as unqueued and the
+      // relay's every-tick pass retries them, instead of waiting for another quiet period.
+      await markUnqueued(deps.sql, ids).catch(() => {})
+      throw error
     }
-    // Each row gets its own job back, so the next requeue finds it under the row's job id.
-    await addJobs(readd.map((id) => processEventJob(id)))
     return readd.length
   }
 

@@ -1,7 +1,8 @@
-import { and, asc, inArray, isNotNull, isNull, lt, sql } from 'drizzle-orm'
+import { and, asc, inArray, isNull, lt, sql } from 'drizzle-orm'
 import type { ConfigFile } from '../config/config.js'
 import type { Database } from '../db/client.js'
 import { inboundEvents } from '../db/schema.js'
+import { DEFAULT_STUCK_AFTER_MS, watchPass } from '../deadline.js'
 import type { Logger } from '../logger.js'
 import type { JobQueue } from './backend.js'
 import type { Enqueuer } from './enqueuer.js'
@@ -17,6 +18,8 @@ export interface RelayDependencies {
   resumeAtStart?: boolean
   /** Milliseconds now; tests move it by hand. */
   clock?: () => number
+  /** A pass running this long is logged as stuck (every this long until it ends). */
+  stuckAfterMs?: number
 }
 
 export interface Relay {
@@ -25,8 +28,12 @@ export interface Relay {
   stop(): Promise<void>
 }
 
-const BATCH = 500
-const ORPHAN_BATCH = 100
+/**
+ * Rows one statement reads, one `addBulk` takes (as jobs of up to 64 rows) and one round of queue
+ * questions covers. A pass goes on chunk after chunk until no row is left, so it hands the queue a
+ * backlog at the speed Redis and the ledger take it, in steps bounded in memory and in time.
+ */
+const CHUNK = 1000
 /**
  * The orphan pass reads every unfinished row (a row is an orphan only once it has been quiet for
  * `orphanAfterMs`, which no index can find), ~120 ms for a backlog of 100,000 rows. Run on every tick
@@ -36,10 +43,11 @@ const ORPHAN_BATCH = 100
 const ORPHAN_PASSES_PER_PERIOD = 6
 
 /**
- * Every committed row ends DONE or FAILED, even when Redis was down at receive time or the process
- * died between the commit and the enqueue: the relay finds such rows in the ledger and enqueues them.
- * Several relays at once are safe: a row's own job id is derived from it, so BullMQ adds that once,
- * and a row in two batch jobs is leased by one of them; the other finds it finished or leased.
+ * Every committed row ends DONE or FAILED, even when Redis was down at receive time, lost its data,
+ * or the process died between the commit and the enqueue: the relay finds such rows in the ledger
+ * and enqueues them, all of them in each pass. Several relays at once are safe: the orphan pass
+ * claims the rows it checks (SKIP LOCKED), and a row in two jobs is leased by one of them; the other
+ * finds it finished or leased.
  */
 export function startRelay(deps: RelayDependencies): Relay {
   let stopped = false
@@ -53,22 +61,30 @@ export function startRelay(deps: RelayDependencies): Relay {
     Math.floor(deps.settings.orphanAfterMs / ORPHAN_PASSES_PER_PERIOD),
   )
   let lastOrphanPass = Number.NEGATIVE_INFINITY
+  // stop() ends the pass under way after its current chunk; a pass run by hand afterwards runs whole.
+  let interrupted = false
+  const stopping = () => interrupted
 
   const tick = async () => {
+    interrupted = false
     // Cleared only once the pass succeeds, so a Postgres still starting up gets it retried.
     const resumed = resume ? await resumeUnfinished(deps) : 0
     resume = false
-    const enqueued = await enqueueUnqueued(deps)
+    const enqueued = await enqueueUnqueued(deps, stopping)
     const startedAt = clock()
     if (startedAt - lastOrphanPass < orphanPassEveryMs) return resumed + enqueued
-    const recovered = await recoverOrphans(deps)
+    const recovered = await recoverOrphans(deps, stopping)
     lastOrphanPass = startedAt
     return resumed + enqueued + recovered
   }
 
   const loop = () => {
     if (stopped) return
-    running = tick()
+    running = watchPass(tick(), {
+      logger: deps.logger,
+      loop: 'relay',
+      stuckAfterMs: deps.stuckAfterMs ?? DEFAULT_STUCK_AFTER_MS,
+    })
       .then(() => {
         if (failing) deps.logger.info('relay recovered')
         failing = false
@@ -88,67 +104,124 @@ export function startRelay(deps: RelayDependencies): Relay {
     tick,
     async stop() {
       stopped = true
+      interrupted = true
       clearTimeout(timer)
       await running
     },
   }
 }
 
-/** Rows committed a while ago whose job was never confirmed in the queue. */
-async function enqueueUnqueued(deps: RelayDependencies): Promise<number> {
-  const rows = await deps.db
-    .select({ id: inboundEvents.id })
-    .from(inboundEvents)
-    .where(
-      and(
-        sql`${inboundEvents.status} = 'pending'`,
-        isNull(inboundEvents.enqueuedAt),
-        lt(inboundEvents.receivedAt, sql`now() - ${`${deps.settings.graceMs} milliseconds`}::interval`),
-      ),
+/** Where a pass has got to in the ledger's (received_at, id) order. */
+interface Cursor {
+  /** As Postgres prints it: a JS Date would drop its microseconds. */
+  receivedAt: string
+  id: string
+}
+
+function after(cursor: Cursor | undefined) {
+  return cursor === undefined
+    ? undefined
+    : sql`(${inboundEvents.receivedAt}, ${inboundEvents.id}) > (${cursor.receivedAt}::timestamptz, ${cursor.id}::uuid)`
+}
+
+/** Rows committed a while ago whose job was never confirmed in the queue: all of them, chunk by chunk. */
+async function enqueueUnqueued(deps: RelayDependencies, stopping: () => boolean): Promise<number> {
+  const startedAt = Date.now()
+  let total = 0
+  let cursor: Cursor | undefined
+  while (!stopping()) {
+    const rows = await deps.db
+      .select({ id: inboundEvents.id, receivedAt: sql<string>`${inboundEvents.receivedAt}::text` })
+      .from(inboundEvents)
+      .where(
+        and(
+          sql`${inboundEvents.status} = 'pending'`,
+          isNull(inboundEvents.enqueuedAt),
+          lt(inboundEvents.receivedAt, sql`now() - ${`${deps.settings.graceMs} milliseconds`}::interval`),
+          after(cursor),
+        ),
+      )
+      .orderBy(asc(inboundEvents.receivedAt), asc(inboundEvents.id))
+      .limit(CHUNK)
+    if (rows.length > 0) await deps.enqueuer.add(rows.map((row) => row.id))
+    total += rows.length
+    const last = rows.at(-1)
+    if (last === undefined || rows.length < CHUNK) break
+    cursor = { receivedAt: last.receivedAt, id: last.id }
+  }
+  if (total > 0) {
+    deps.logger.info(
+      { count: total, ms: Date.now() - startedAt },
+      'relay enqueued committed rows that had no job',
     )
-    .orderBy(asc(inboundEvents.receivedAt))
-    .limit(BATCH)
-  if (rows.length === 0) return 0
-  await deps.enqueuer.add(rows.map((row) => row.id))
-  deps.logger.info({ count: rows.length }, 'relay enqueued committed rows that had no job')
-  return rows.length
+  }
+  return total
 }
 
 /**
  * Rows that should be moving but have been quiet for a long time: their job may be gone (Redis lost
  * its data, or BullMQ gave up on it while Postgres was down). Each one is checked against the queue
- * and re-added when it has no live job.
+ * and re-added when it has no live job; every quiet row in one pass, a chunk at a time.
  */
-async function recoverOrphans(deps: RelayDependencies): Promise<number> {
-  const quietSince = sql`now() - ${`${deps.settings.orphanAfterMs} milliseconds`}::interval`
-  const rows = await deps.db
-    .select({ id: inboundEvents.id, jobId: inboundEvents.jobId })
-    .from(inboundEvents)
-    .where(
-      and(
-        inArray(inboundEvents.status, ['pending', 'processing']),
-        isNotNull(inboundEvents.enqueuedAt),
-        // greatest() skips nulls: quiet means no retry is due, no lease is live, nothing changed lately.
-        sql`greatest(${inboundEvents.nextAttemptAt}, ${inboundEvents.leaseUntil}, ${inboundEvents.updatedAt}) < ${quietSince}`,
-      ),
-    )
-    .orderBy(asc(inboundEvents.updatedAt))
-    .limit(ORPHAN_BATCH)
-  const readded = await deps.enqueuer.requeue(rows)
-  if (rows.length > 0) {
-    // Checked now: look at these rows again only after another quiet period.
-    await deps.db
-      .update(inboundEvents)
-      .set({ updatedAt: sql`now()` })
-      .where(
-        inArray(
-          inboundEvents.id,
-          rows.map((row) => row.id),
-        ),
-      )
+async function recoverOrphans(deps: RelayDependencies, stopping: () => boolean): Promise<number> {
+  const startedAt = Date.now()
+  let checked = 0
+  let readded = 0
+  let cursor: Cursor | undefined
+  while (!stopping()) {
+    const rows = await claimQuiet(deps, cursor)
+    try {
+      readded += await deps.enqueuer.requeue(rows.map((row) => ({ id: row.id, jobId: row.job_id })))
+    } catch (error) {
+      // Not handed on after all: quiet again, so the next pass (a sixth of the period away) retries.
+      await deps.db
+        .update(inboundEvents)
+        .set({ updatedAt: sql`now() - ${`${deps.settings.orphanAfterMs} milliseconds`}::interval` })
+        .where(
+          inArray(
+            inboundEvents.id,
+            rows.map((row) => row.id),
+          ),
+        )
+        .catch(() => {})
+      throw error
+    }
+    checked += rows.length
+    const last = rows.at(-1)
+    if (last === undefined || rows.length < CHUNK) break
+    cursor = { receivedAt: last.received_at, id: last.id }
   }
-  if (readded > 0) deps.logger.warn({ count: readded }, 'relay re-enqueued rows whose job was lost')
+  if (readded > 0) {
+    deps.logger.warn(
+      { count: readded, checked, ms: Date.now() - startedAt },
+      'relay re-enqueued rows whose job was lost',
+    )
+  }
   return readded
+}
+
+/**
+ * The next chunk of quiet rows, marked checked in the same statement (updated_at now: looked at
+ * again only after another quiet period), skipping rows another relay or a worker holds locked.
+ */
+async function claimQuiet(deps: RelayDependencies, cursor: Cursor | undefined) {
+  const quietSince = sql`now() - ${`${deps.settings.orphanAfterMs} milliseconds`}::interval`
+  const rows = await deps.db.execute<{ id: string; job_id: string | null; received_at: string }>(sql`
+    with quiet as (
+      select ${inboundEvents.id} as id from ${inboundEvents}
+      where ${inboundEvents.status} in ('pending', 'processing')
+        and ${inboundEvents.enqueuedAt} is not null
+        -- greatest() skips nulls: quiet means no retry is due, no lease is live, nothing changed lately.
+        and greatest(${inboundEvents.nextAttemptAt}, ${inboundEvents.leaseUntil}, ${inboundEvents.updatedAt}) < ${quietSince}
+        and ${after(cursor) ?? sql`true`}
+      order by ${inboundEvents.receivedAt}, ${inboundEvents.id}
+      limit ${CHUNK}
+      for update skip locked),
+    checked as (
+      update ${inboundEvents} e set updated_at = now() from quiet where e.id = quiet.id
+      returning e.id, e.job_id, e.received_at)
+    select id, job_id, received_at::text as received_at from checked order by received_at, id`)
+  return [...rows]
 }
 
 /**
@@ -159,8 +232,7 @@ async function recoverOrphans(deps: RelayDependencies): Promise<number> {
  */
 async function resumeUnfinished(deps: RelayDependencies): Promise<number> {
   let total = 0
-  // The cursor keeps received_at as Postgres prints it: a JS Date would drop its microseconds.
-  let after: { receivedAt: string; id: string } | undefined
+  let cursor: Cursor | undefined
   for (;;) {
     const rows = await deps.db
       .select({
@@ -170,24 +242,17 @@ async function resumeUnfinished(deps: RelayDependencies): Promise<number> {
           then ceil(extract(epoch from ${inboundEvents.nextAttemptAt} - now()) * 1000)::int else 0 end`,
       })
       .from(inboundEvents)
-      .where(
-        and(
-          inArray(inboundEvents.status, ['pending', 'processing']),
-          after === undefined
-            ? undefined
-            : sql`(${inboundEvents.receivedAt}, ${inboundEvents.id}) > (${after.receivedAt}::timestamptz, ${after.id}::uuid)`,
-        ),
-      )
+      .where(and(inArray(inboundEvents.status, ['pending', 'processing']), after(cursor)))
       .orderBy(asc(inboundEvents.receivedAt), asc(inboundEvents.id))
-      .limit(BATCH)
+      .limit(CHUNK)
     await deps.enqueuer.add(rows.filter((row) => row.delayMs <= 0).map((row) => row.id))
     // Rows in backoff were leased before, so enqueued_at is set already: they need only the job.
     const later = rows.filter((row) => row.delayMs > 0)
     if (later.length > 0) await deps.queue.addBulk(later.map((row) => processEventJob(row.id, row.delayMs)))
     total += rows.length
     const last = rows.at(-1)
-    if (last === undefined || rows.length < BATCH) break
-    after = { receivedAt: last.receivedAt, id: last.id }
+    if (last === undefined || rows.length < CHUNK) break
+    cursor = { receivedAt: last.receivedAt, id: last.id }
   }
   if (total > 0) deps.logger.info({ count: total }, 'relay resumed the unfinished rows after start')
   return total

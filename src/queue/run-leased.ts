@@ -1,3 +1,4 @@
+import { type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api'
 import { backoffDelay } from '../backoff.js'
 import { type LeasedEvent, lockLeasedEvent, markAttemptFailed, markDone, releaseLease } from '../db/events.js'
 import { LeaseLostError } from '../db/lease.js'
@@ -10,13 +11,22 @@ import {
   RetryLaterError,
 } from '../handlers/types.js'
 import type { Logger } from '../logger.js'
+import { contextUnder, scopeOf, TRACING_OFF, type TraceScope, traceIdIn, traceIdOf } from '../tracing.js'
 import { done, type JobResult, runAgainAt } from './backend.js'
 import type { Batches, WorkerDependencies } from './worker.js'
 
 // A leased row's run, once the worker (worker.ts) has its lease and a handler slot: the handler under
 // its deadline, then DONE, or the failure recorded with a backoff.
 
-/** Runs the handler of a row this worker leased, and records how it ended. */
+/** The worker's span of one attempt at an event. */
+export const PROCESS_SPAN = 'process event'
+const PROCESS_SPAN_OPTIONS = { kind: SpanKind.CONSUMER }
+
+/**
+ * Runs the handler of a row this worker leased, and records how it ended, in a span that continues
+ * the receive's trace (its traceparent is on the row): the trace id the admin page shows for the
+ * event then finds the receive, every attempt, and what each attempt sent.
+ */
 export async function runLeased(
   deps: WorkerDependencies,
   batches: Batches,
@@ -26,17 +36,51 @@ export async function runLeased(
   /** Frees the event's handler slot: a forward's is freed as soon as its call succeeded. */
   releaseHandler: () => void,
 ): Promise<JobResult> {
+  const tracing = deps.tracing ?? TRACING_OFF
+  const span = tracing.tracer.startSpan(
+    PROCESS_SPAN,
+    PROCESS_SPAN_OPTIONS,
+    tracing.enabled ? contextUnder(row.traceParent) : undefined,
+  )
+  if (span.isRecording()) {
+    span.setAttributes({
+      'hookledger.source': row.source,
+      'hookledger.event_row_id': row.id,
+      'hookledger.attempt': row.attempts,
+    })
+  }
+  try {
+    return await runAttempt(deps, batches, row, leaseToken, jobId, releaseHandler, span, tracing.tracer)
+  } finally {
+    span.end()
+  }
+}
+
+async function runAttempt(
+  deps: WorkerDependencies,
+  batches: Batches,
+  row: LeasedEvent,
+  leaseToken: string,
+  jobId: string,
+  releaseHandler: () => void,
+  span: Span,
+  tracer: TraceScope['tracer'],
+): Promise<JobResult> {
   const eventRowId = row.id
   // Made when first used: most events finish without a line to log.
   let eventLogger: Logger | undefined
   const log = () => {
-    eventLogger ??= deps.logger.child({ eventRowId, jobId })
+    if (eventLogger === undefined) {
+      const traceId = traceIdOf(row.traceParent)
+      eventLogger = deps.logger.child({ eventRowId, jobId, ...(traceId === undefined ? {} : { traceId }) })
+    }
     return eventLogger
   }
   const startedAt = new Date()
   const handler = deps.handlers.get(row.source)
+  const trace = scopeOf(tracer, span)
   try {
-    await deps.evidence?.take(row)
+    await deps.evidence?.take(row, trace)
     if (handler === undefined) throw new HandlerError(`no handler is configured for source '${row.source}'`)
     if (handler.kind === 'direct') {
       const attempt: EventAttempt = {
@@ -49,7 +93,7 @@ export async function runLeased(
         lastCallSucceeded: releaseHandler,
       }
       const result = await withHandlerDeadline(deps, (signal) =>
-        handler.run(handlerContext(deps, row, signal, log, attempt)),
+        handler.run(handlerContext(deps, row, signal, log, trace, attempt)),
       )
       deps.failpoints.hit('worker.before_done')
       // A forward's DONE is written with its success already (its last step); anything else's here.
@@ -70,13 +114,14 @@ export async function runLeased(
       await deps.db.transaction(async (tx) => {
         if (!(await lockLeasedEvent(tx, row.id, leaseToken))) throw new LeaseLostError(`event row ${row.id}`)
         const result = await withHandlerDeadline(deps, (signal) =>
-          handler.run({ ...handlerContext(deps, row, signal, log), tx }),
+          handler.run({ ...handlerContext(deps, row, signal, log, trace), tx }),
         )
         deps.failpoints.hit('worker.before_done')
         await markDone(tx, row.id, { attempt: row.attempts, startedAt, ...(result ?? {}) })
       })
     }
     deps.failpoints.hit('worker.after_done')
+    span.setAttribute('hookledger.result', 'done')
     deps.metrics.attempts.inc({ source: row.source, result: 'done' })
     deps.metrics.processingSeconds.observe(
       { source: row.source, status: 'done' },
@@ -84,18 +129,28 @@ export async function runLeased(
     )
   } catch (error) {
     if (error instanceof LeaseLostError) {
+      span.setAttribute('hookledger.result', 'lease_lost')
       log().warn('lease taken over by another worker; leaving the row to it')
       return done
     }
     if (error instanceof RetryLaterError) {
       // Waiting for another worker's lease is not this event's failure: no attempt is used up.
+      span.setAttribute('hookledger.result', 'retry_later')
       const retryAt = Date.now() + Math.max(error.retryAfterMs, 250)
       await releaseLease(deps.sql, row.id, leaseToken, new Date(retryAt))
-      log().info({ retryAfterMs: error.retryAfterMs }, error.message)
+      if (error.quiet) log().debug({ retryAfterMs: error.retryAfterMs }, error.message)
+      else log().info({ retryAfterMs: error.retryAfterMs }, error.message)
       return runAgainAt(retryAt)
     }
-    return recordFailure(deps, row, leaseToken, startedAt, error, log())
+    const result = await recordFailure(deps, row, leaseToken, startedAt, error, log())
+    if (span.isRecording()) {
+      span.setAttribute('hookledger.result', result.kind === 'done' ? 'failed' : 'retry')
+      span.setStatus({ code: SpanStatusCode.ERROR, message: describeError(error).message.slice(0, 500) })
+    }
+    return result
   }
+  // After the commit: an ordering key hands its line to the next event, which must see this DONE.
+  await handler?.done?.(row.id)
   return done
 }
 
@@ -109,6 +164,7 @@ function handlerContext(
   row: LeasedEvent,
   signal: AbortSignal,
   logger: () => Logger,
+  trace: TraceScope | undefined,
   attempt?: EventAttempt,
 ): DirectContext {
   let event: { parsed: unknown } | undefined
@@ -128,12 +184,14 @@ function handlerContext(
     get logger() {
       return logger()
     },
+    trace,
     invoke:
       deps.invoke?.({
         source: row.source,
         eventId: row.eventId,
         runId: `${row.id}/${row.attempts}`,
         ...(attempt === undefined ? {} : { attempt }),
+        traceId: traceIdIn(trace),
       }) ??
       (() => {
         throw new Error('this worker has no outbound ledger')

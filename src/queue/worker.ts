@@ -17,6 +17,7 @@ import type { EventInvoker, SourceHandler } from '../handlers/types.js'
 import type { EvidenceIntake } from '../inbound/evidence.js'
 import type { Logger } from '../logger.js'
 import type { Metrics } from '../metrics.js'
+import type { Tracing } from '../tracing.js'
 import {
   done,
   type JobProcessor,
@@ -27,6 +28,7 @@ import {
   runAgainAt,
 } from './backend.js'
 import { INBOUND_QUEUE, type ProcessEventData, processEventData, processEventLaterJob } from './jobs.js'
+import { type LostJobTally, lostJobTally, queueErrorLog } from './lost-jobs.js'
 import { describeError, runLeased } from './run-leased.js'
 import { createSlots, type Slots } from './slots.js'
 
@@ -45,6 +47,8 @@ export interface WorkerDependencies {
   invoke?: EventInvoker
   /** Keeps and applies what an event says about an outbound operation (sources with evidence rules). */
   evidence?: EvidenceIntake | undefined
+  /** OpenTelemetry (src/tracing.ts); absent: off. */
+  tracing?: Tracing | undefined
 }
 
 /**
@@ -90,7 +94,16 @@ const INFRASTRUCTURE_RETRY_MS = 1000
  * used up. The row decides, not the job: a redelivered or stalled job finds the row done, or leased
  * and locked by the worker still running it, and never runs the handler a second time at once.
  */
-export function startWorker(deps: WorkerDependencies): JobProcessor {
+export interface Worker extends JobProcessor {
+  /**
+   * Runs a row now in this process, outside any job (an ordering key's hand-off: the next event
+   * starts without a round through the queue). A row that must run later, or met an error, gets a
+   * job of its own, as a batch job's rows do. `close` waits for these runs too.
+   */
+  runNow(eventRowId: string): void
+}
+
+export function startWorker(deps: WorkerDependencies): Worker {
   const { settings } = deps
   const forwardClaims = forwardClaimsOf(deps.handlers)
   const batches: Batches = {
@@ -101,11 +114,12 @@ export function startWorker(deps: WorkerDependencies): JobProcessor {
     handlers: createSlots(settings.concurrency),
     leased: createSlots(settings.concurrency * LEASED_PER_SLOT),
   }
-  // ioredis reports every reconnect attempt during an outage; one line per half minute is enough.
-  let lastErrorLog = 0
-  return deps.backend.process<ProcessEventData>(
+  const lost = lostJobTally(deps.logger)
+  const running = new Set<Promise<void>>()
+  let closed = false
+  const processor = deps.backend.process<ProcessEventData>(
     INBOUND_QUEUE,
-    async (job) => processJob(deps, batches, gates, job),
+    async (job) => processJob(deps, batches, gates, lost, job),
     {
       concurrency: settings.concurrency,
       stalled: {
@@ -113,18 +127,44 @@ export function startWorker(deps: WorkerDependencies): JobProcessor {
         lockMs: Math.max(settings.stalledIntervalMs, 5000),
         maxCount: 3,
       },
-      onError: (error) => {
-        if (Date.now() - lastErrorLog < 30_000) return
-        lastErrorLog = Date.now()
-        deps.logger.warn({ err: error }, 'worker cannot reach Redis; retrying')
-      },
-      onFailed: (jobId, error) =>
-        deps.logger.warn(
-          { err: describeError(error), jobId },
-          'job failed; the relay re-enqueues its row if needed',
-        ),
+      ...queueErrorLog(deps.logger, lost),
     },
   )
+  return {
+    runNow(eventRowId) {
+      if (closed) return
+      const run = runRowNow(deps, batches, gates, eventRowId).finally(() => running.delete(run))
+      running.add(run)
+    },
+    async close(force) {
+      closed = true
+      await processor.close(force)
+      if (force !== true) await Promise.allSettled([...running])
+      lost.stop()
+    },
+  }
+}
+
+/** A row run outside any job; what must run later goes to the queue (its fallback job stays too). */
+async function runRowNow(deps: WorkerDependencies, batches: Batches, gates: Gates, eventRowId: string) {
+  const jobId = 'hand-off'
+  let later: number | undefined
+  try {
+    const result = await processEvent(deps, batches, gates, eventRowId, jobId)
+    if (result.kind === 'delayed') later = result.until - Date.now()
+  } catch (error) {
+    deps.logger.warn(
+      { err: describeError(error), eventRowId },
+      'event failed to run; it gets a job of its own',
+    )
+    later = INFRASTRUCTURE_RETRY_MS
+  }
+  if (later === undefined) return
+  const job = processEventLaterJob(eventRowId, later)
+  // Redis refusing it leaves the row to its own waiting job and to the relay.
+  await deps.queue.add(job.name, job.data, job.opts).catch((error: unknown) => {
+    deps.logger.warn({ err: describeError(error), eventRowId }, 'event not handed to the queue')
+  })
 }
 
 /** The sources whose handler is the configured forward alone, whose lease claims the forward too. */
@@ -149,9 +189,17 @@ async function processJob(
   deps: WorkerDependencies,
   batches: Batches,
   gates: Gates,
+  lost: LostJobTally,
   job: QueuedJob<ProcessEventData>,
 ): Promise<JobResult> {
-  const { eventRowIds } = processEventData.parse(job.data)
+  const parsed = processEventData.safeParse(job.data)
+  if (!parsed.success) {
+    // Its hash was evicted or flushed (BullMQ hands over `{}`): the rows it carried are in the ledger
+    // and the relay's orphan pass gives them jobs again. Completing it removes the hollow id.
+    lost.add(job.id)
+    return done
+  }
+  const { eventRowIds } = parsed.data
   const [only] = eventRowIds
   if (only !== undefined && eventRowIds.length === 1) {
     return processEvent(deps, batches, gates, only, job.id)

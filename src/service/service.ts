@@ -2,13 +2,14 @@ import type { AddressInfo } from 'node:net'
 import { type ServerType, serve } from '@hono/node-server'
 import type { Queue } from 'bullmq'
 import { sql } from 'drizzle-orm'
+import { alertToolName } from '../alerts/channels.js'
 import { circuitOpenAlert, createAlertMonitor, routeDisabledAlert } from '../alerts/monitor.js'
 import { startBackfill } from '../backfill/loop.js'
 import { backfillMetrics } from '../backfill/metrics.js'
 import { type Config, loadConfig } from '../config/config.js'
-import { type Environment, EnvironmentError } from '../config/env.js'
+import { type Environment, EnvironmentError, tracingSettings } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
-import { ledgerPoolSize, openLedger } from '../db/client.js'
+import { ledgerPoolSize, openLedger, scopeLedger } from '../db/client.js'
 import { checkDedupKeys } from '../db/dedup-keys.js'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
 import { addLedgerGauges } from '../db/gauges.js'
@@ -18,9 +19,11 @@ import { settlesWithin } from '../deadline.js'
 import { startDeliveryControl } from '../delivery/control.js'
 import { resolveHandlers } from '../delivery/source-handlers.js'
 import { createFailpoints } from '../failpoints.js'
+import { FORWARD_TOOL } from '../handlers/forward.js'
 import type { EventHandler, SourceHandler } from '../handlers/types.js'
 import { createApp, createHealthApp } from '../http/app.js'
 import type { ReadinessCheck } from '../http/routes/health.js'
+import { createBackpressure } from '../inbound/backpressure.js'
 import { evidenceIntake } from '../inbound/evidence.js'
 import { createLogger, type Logger } from '../logger.js'
 import { createMetrics } from '../metrics.js'
@@ -42,8 +45,10 @@ import {
   reconcileJobOptions,
 } from '../queue/jobs.js'
 import { claimQueuePrefix } from '../queue/prefix-owner.js'
+import { type RedisWatch, redisProblems, watchRedis } from '../queue/redis-health.js'
 import { startRelay } from '../queue/relay.js'
 import { startWorker } from '../queue/worker.js'
+import { startTracing } from '../tracing.js'
 
 export type Role = 'all' | 'api' | 'worker'
 
@@ -115,7 +120,17 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     )
   }
   await migrateLedger(databaseUrl, logger)
-  const ledger = openLedger(databaseUrl, { max: poolSize })
+  const timeouts = config.file.database.statementTimeoutMs
+  const ledger = openLedger(databaseUrl, {
+    max: poolSize,
+    statementTimeoutMs: Math.max(...Object.values(timeouts)),
+    // A transaction waits for its handler between two statements (a code handler's, under its deadline).
+    idleInTransactionMs: config.file.worker.handlerTimeoutMs + IDLE_IN_TRANSACTION_MARGIN_MS,
+  })
+  // Each part of the process bounds its statements by its own deadline; a pass of a loop that runs
+  // twice that long is logged as stuck.
+  const scopes = scopeLedger(ledger, timeouts)
+  const stuckAfterMs = (scope: keyof typeof timeouts) => 2 * timeouts[scope]
   const deploymentId = await readDeploymentId(ledger.db)
   try {
     await checkDedupKeys(ledger.sql, config, logger)
@@ -138,13 +153,19 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const backend: QueueBackend =
     env.REDIS_URL === undefined
       ? createInProcessBackend()
-      : createBullmqBackend({ url: env.REDIS_URL, prefix: queuePrefix })
+      : createBullmqBackend({ url: env.REDIS_URL, prefix: queuePrefix, logger })
+  const redisWatch =
+    backend.kind === 'bullmq'
+      ? watchRedis({ inspect: () => backend.inspect(), logger, intervalMs: REDIS_CHECK_MS })
+      : undefined
+  // Said at start, before the process listens: an evicting Redis loses jobs from the first event on.
+  if (redisWatch !== undefined) await settlesWithin(redisWatch.check(), 2000)
   const queue = backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions)
-  const enqueuer = createEnqueuer({ queue, sql: ledger.sql, logger, failpoints })
+  const enqueuer = createEnqueuer({ queue, sql: scopes.worker.sql, logger, failpoints })
 
   const reconcileQueue = backend.queue<ReconcileJobData>(RECONCILE_QUEUE, reconcileJobOptions)
   const outbound = createOutboundLedger({
-    db: ledger.db,
+    db: scopes.worker.db,
     logger,
     settings: config.file.outbound,
     scheduler: reconcileScheduler(reconcileQueue),
@@ -153,18 +174,54 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   })
 
   const metrics = createMetrics()
-  addLedgerGauges(metrics, ledger.sql, queue)
-  addOutboundGauges(metrics, ledger.sql)
-  const alerts = runsWorker ? createAlertMonitor({ config, sql: ledger.sql, outbound, logger }) : undefined
+  // Off unless an OTLP endpoint is set: then the SDK is loaded, and flushed last by close().
+  const tracing = await startTracing(tracingSettings(env))
+  if (tracing.enabled) {
+    logger.info(
+      {
+        tracesOrigin: new URL(tracingSettings(env).tracesUrl ?? '').origin,
+        sampler: env.OTEL_TRACES_SAMPLER,
+      },
+      'tracing on',
+    )
+  }
+  // Read when /metrics is scraped: a request.
+  addLedgerGauges(metrics, scopes.request.sql, queue, [...config.sources.keys()], config.file.relay.graceMs)
+  addOutboundGauges(metrics, scopes.request.sql, {
+    // Labels only for the tools this deployment names: its own, those in code, those in the config.
+    tools: [
+      FORWARD_TOOL,
+      ...config.alertChannels.map((channel) => alertToolName(channel.type)),
+      ...(options.tools ?? []).map((tool) => tool.name),
+      ...Object.keys(config.file.outbound.tools),
+    ],
+    operationDays: config.file.retention.operationDays,
+  })
+  const alerts = runsWorker
+    ? createAlertMonitor({
+        config,
+        sql: scopes.alerts.sql,
+        outbound,
+        logger,
+        stuckAfterMs: stuckAfterMs('alerts'),
+      })
+    : undefined
   // Every role: the worker guards its deliveries, the api shows the circuits on /metrics and the admin page.
+  // Bound once the worker starts: an ordering key's hand-off runs the next event in it.
+  let runNow: ((eventRowId: string) => void) | undefined
   const delivery = startDeliveryControl({
     config,
     redisUrl: env.REDIS_URL,
     queuePrefix,
-    ledger,
+    ledger: scopes.worker,
     logger,
     metrics,
     invoker: eventInvoker(outbound),
+    queue,
+    runNow: (eventRowId) => {
+      runNow?.(eventRowId)
+      return runNow !== undefined
+    },
     events: {
       onRouteDisabled: (source, route, reason) => alerts?.notify(routeDisabledAlert(source, route, reason)),
       onCircuitOpen: (id, coolDownMs) =>
@@ -173,22 +230,38 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   })
   alerts?.start(delivery)
   const readiness: ReadinessCheck[] = [
-    { name: 'postgres', check: () => ledger.db.execute(sql`select 1`) },
-    backend.kind === 'bullmq'
-      ? { name: 'redis', check: () => backend.ping() }
-      : { name: 'queue', check: async () => {}, ok: 'in-process' },
+    { name: 'postgres', check: () => scopes.request.db.execute(sql`select 1`) },
+    redisWatch === undefined
+      ? { name: 'queue', check: async () => {}, ok: 'in-process' }
+      : { name: 'redis', check: () => redisReadiness(redisWatch) },
   ]
+  const claims = createClaimBatcher(scopes.request.sql, {
+    deadlineMs: timeouts.request,
+    beforeCommit: () => failpoints.hit('receive.before_commit'),
+    afterCommit: () => failpoints.hit('receive.after_commit'),
+    observe: (ms) => backpressure?.observeClaim(ms),
+    inserted: (xid, rows) => backpressure?.inserted(xid, rows),
+  })
+  const backpressure =
+    role === 'worker'
+      ? undefined
+      : createBackpressure({
+          settings: config.file.server.backpressure,
+          sql: scopes.request.sql,
+          claimQueue: claims.queued,
+          logger,
+          metrics,
+        })
+  backpressure?.start()
   // A worker-only process serves /healthz and /readyz alone, so orchestrators can watch it too.
   const app =
     role === 'worker'
       ? createHealthApp(readiness, metrics, logger, env.METRICS_TOKEN)
       : createApp({
           config,
-          db: ledger.db,
-          claims: createClaimBatcher(ledger.sql, {
-            beforeCommit: () => failpoints.hit('receive.before_commit'),
-            afterCommit: () => failpoints.hit('receive.after_commit'),
-          }),
+          db: scopes.request.db,
+          claims,
+          backpressure,
           enqueuer,
           logger,
           metrics,
@@ -199,17 +272,22 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           metricsToken: env.METRICS_TOKEN,
           dashboardQueues: backend.kind === 'bullmq' ? backend.queues() : undefined,
           circuit: delivery.circuit,
+          tracing,
         })
   // What the app stands on, stopped last by close(), or at once when the address cannot be had, so
   // that a library caller's process can end.
   const stopFoundations = async () => {
+    await settlesWithin(backpressure?.stop() ?? Promise.resolve(), 2000)
     await settlesWithin(alerts?.stop() ?? Promise.resolve(), 5000)
     await settlesWithin(delivery.close(), 2000)
     await settlesWithin(queue.close(), 2000)
     await settlesWithin(reconcileQueue.close(), 2000)
+    redisWatch?.stop()
     await backend.close()
     await ledger.close()
     await embedded?.stop()
+    // Last: the spans of everything above are ended by now, so they are in the last export.
+    await settlesWithin(tracing.shutdown(), 5000)
   }
   let server: ServerType
   try {
@@ -240,35 +318,48 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     ? startWorker({
         backend,
         queue,
-        db: ledger.db,
-        sql: ledger.sql,
+        db: scopes.worker.db,
+        sql: scopes.worker.sql,
         handlers,
         settings: config.file.worker,
         logger,
         metrics,
         failpoints,
         invoke: eventInvoker(outbound),
-        evidence: evidenceIntake({ config, db: ledger.db, sql: ledger.sql, logger }),
+        evidence: evidenceIntake({ config, db: scopes.worker.db, sql: scopes.worker.sql, logger }),
+        tracing,
       })
     : undefined
+  runNow = worker?.runNow
   const reconciler = runsWorker
-    ? startReconciler({ backend, db: ledger.db, queue: reconcileQueue, ledger: outbound, logger })
+    ? startReconciler({
+        backend,
+        db: scopes.reconciler.db,
+        queue: reconcileQueue,
+        ledger: outbound,
+        logger,
+        stuckAfterMs: stuckAfterMs('reconciler'),
+      })
     : undefined
   const relay = runsWorker
     ? startRelay({
-        db: ledger.db,
+        db: scopes.relay.db,
         queue,
-        enqueuer,
+        // Its own, so that marking the rows it enqueued is a relay statement.
+        enqueuer: createEnqueuer({ queue, sql: scopes.relay.sql, logger, failpoints }),
         settings: config.file.relay,
         logger,
+        stuckAfterMs: stuckAfterMs('relay'),
         // The in-process queue died with the last process: resume its rows now, not orphanAfterMs later.
         resumeAtStart: backend.kind === 'in-process',
       })
     : undefined
-  const retention = runsWorker ? startRetention({ sql: ledger.sql, config, logger }) : undefined
+  const retention = runsWorker
+    ? startRetention({ sql: scopes.retention.sql, config, logger, stuckAfterMs: stuckAfterMs('retention') })
+    : undefined
   const backfill = runsWorker
     ? startBackfill({
-        sql: ledger.sql,
+        sql: scopes.backfill.sql,
         config,
         logger,
         onAccepted: (id) => enqueuer.enqueue(id),
@@ -368,6 +459,21 @@ function requireOneProcess(env: Environment, role: Role): void {
 }
 
 const SHUTDOWN_DRAIN_MS = 10_000
+/** Beyond a handler's deadline, what a transaction may spend between two statements. */
+const IDLE_IN_TRANSACTION_MARGIN_MS = 10_000
+
+/** How often the queue's Redis is checked for an evicting policy and refused writes (also on /readyz). */
+const REDIS_CHECK_MS = 30_000
+
+/**
+ * Ready, degraded, when Redis answers but evicts or refuses writes: the api still commits every event
+ * and the relay enqueues it once Redis takes it, so taking the process out of its balancer would turn
+ * a delay into refused deliveries. Not ready only when Redis does not answer (as before).
+ */
+async function redisReadiness(watch: RedisWatch) {
+  const problems = redisProblems(await watch.check())
+  return problems.length === 0 ? undefined : { degraded: problems.join('; ') }
+}
 
 /**
  * Node's defaults let a client drip its body for 300 s, and check only every 30 s: hundreds of slow

@@ -120,7 +120,7 @@ describe('search by a payload field', () => {
       const { status, body } = await api(`payload=${encodeURIComponent(bad)}`)
       expect(status, bad).toBe(400)
       expect(body).toEqual({
-        error: { code: 'invalid_request', message: expect.stringContaining('payload: write a JSON path') },
+        error: { code: 'invalid_query', message: expect.stringContaining('payload: write a JSON path') },
       })
       const page = await pageIds(`payload=${encodeURIComponent(bad)}`)
       expect(page.status).toBe(400)

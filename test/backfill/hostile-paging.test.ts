@@ -130,8 +130,10 @@ describe('a provider API that holds a pass hostage', () => {
     expect(seconds).toBeLessThan(15)
     for (const request of trickle.requests) {
       // The client hung up at its deadline, well before the body would have ended (it never does).
+      // The server sees the request start a little after the client's deadline started, more so on
+      // a loaded machine: so the bound below the 2 s deadline is loose.
       const open = (request.closedAt ?? Number.POSITIVE_INFINITY) - request.startedAt
-      expect(open).toBeGreaterThanOrEqual(1900)
+      expect(open).toBeGreaterThanOrEqual(1500)
       // (A loaded machine may see the close late; a body left open would stay open for ever.)
       expect(open).toBeLessThan(5000)
     }

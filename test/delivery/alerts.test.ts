@@ -187,3 +187,48 @@ describe('alerts', () => {
     expect(withSecret('whsec_!!')).toThrow(/alerts channel 'ops': secret: must be a Standard Webhooks secret/)
   })
 })
+
+describe('alert text', () => {
+  it('escapes what it did not write in a Slack message: no disguised link, no @channel', async () => {
+    const slack = await startSink(() => ({ status: 200 }))
+    t.closeAfter(slack.close)
+    await t.start({
+      config: buildConfig(
+        {
+          sources: [{ id: 'quiet', verify, routes: [{ id: 'r', forward: { url: slack.url } }] }],
+          worker: FAST_WORKER,
+          relay: FAST_RELAY,
+          alerts: {
+            adminUrl: ADMIN_URL,
+            checkIntervalMs: 200,
+            // A channel of its own: the first test's alerts of this window went to 'chat' already.
+            channels: [{ type: 'slack', id: 'escaped', url: slack.url }],
+            conditions: {
+              eventFailed: false,
+              routeDisabled: false,
+              circuitOpen: false,
+              needsReconciliationMs: 0,
+              approvalWaitingMs: null,
+              pendingBacklog: null,
+              oldestPendingMs: null,
+            },
+          },
+        },
+        () => undefined,
+      ),
+    })
+    // An agent chooses its operation keys; this one is markup aimed at whoever reads the alert.
+    const key = 'refund-42 <https://evil.example/login|Open the admin page> <!channel> & <!here>'
+    await t.database.sql`
+      insert into operations (operation_key, tool, effect_class, payload_hash, args, status, attempts, updated_at)
+      values (${key}, 'refund', 'irreversible', 'x', '{}', 'needs_reconciliation', 1, now() - interval '1 day')`
+    await expect.poll(() => slack.received.length, { timeout: 15_000 }).toBeGreaterThan(0)
+    const text = (JSON.parse(slack.received[0]?.body ?? '{}') as { text: string }).text
+    expect(text).toContain(
+      'refund-42 &lt;https://evil.example/login|Open the admin page&gt; &lt;!channel&gt; &amp; &lt;!here&gt;',
+    )
+    // The one piece of markup is the link this server wrote.
+    expect(text.match(/[<>]/g)).toEqual(['<', '>'])
+    expect(text).toContain(`<${ADMIN_URL}/admin/operations?status=needs_reconciliation|Open the admin page>`)
+  }, 30_000)
+})

@@ -83,8 +83,10 @@ describe('/metrics on a large ledger', () => {
       metrics,
       scraper.sql,
       backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions),
+      ['acme'],
+      0,
     )
-    addOutboundGauges(metrics, scraper.sql)
+    addOutboundGauges(metrics, scraper.sql, { tools: ['charge'], operationDays: 90 })
     const text = await metrics.scrape()
     await scraper.close()
     await backend.close()
@@ -93,6 +95,8 @@ describe('/metrics on a large ledger', () => {
     expect(text).toContain('hookledger_events{source="acme",status="failed"} 2')
     expect(text).not.toContain('status="done"')
     expect(text).toContain(`hookledger_events_estimated_rows ${DONE_ROWS + 5}`)
+    // The three PENDING rows were never enqueued: the gap between the ledger and the queue.
+    expect(text).toContain('hookledger_events_unqueued 3')
     expect(text).toContain('hookledger_operations{tool="charge",status="needs_reconciliation"} 2')
     expect(text).toContain(`hookledger_operations_estimated_rows ${DONE_ROWS}`)
 

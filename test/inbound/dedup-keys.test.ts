@@ -16,14 +16,18 @@ const ADYEN_KEY = {
   ],
 }
 
-function source(id: string, dedupKey: unknown) {
+function source(id: string, dedupKey: unknown, extra: Record<string, unknown> = {}) {
   return {
     id,
     verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
     handler: { type: 'forward', url: 'http://127.0.0.1:9/unused' },
     ...(dedupKey === undefined ? {} : { dedupKey }),
+    ...extra,
   }
 }
+
+// A header no scheme here signs: whoever holds one delivery can send it again with another value.
+const IDEM_KEY = { parts: [{ header: 'x-idem' }] }
 
 const configOf = (...sources: unknown[]) => buildConfig({ sources }, () => undefined)
 
@@ -34,7 +38,9 @@ beforeAll(async () => {
     configOf(
       source('adyen', ADYEN_KEY),
       source('scoped', { scope: 'event_type' }),
-      source('headers', { parts: [{ header: 'x-shop-domain' }, { pointer: '/order/id' }] }),
+      source('headers', { parts: [{ header: 'x-shop-domain', trusted: true }, { pointer: '/order/id' }] }),
+      source('idem-body', IDEM_KEY, { dedupOnBody: true }),
+      source('idem-trusted', { parts: [{ header: 'x-idem', trusted: true }] }),
     ),
   )
 })
@@ -136,6 +142,83 @@ describe('composite dedup keys', () => {
     expect((await post('headers', order, 'h3', { 'x-shop-domain': 'a.example' })).body.status).toBe(
       'duplicate',
     )
+  })
+})
+
+describe('dedup keys from unsigned parts', () => {
+  it('refuses at start-up a header the scheme does not sign, saying which part, why and how to fix it', () => {
+    const refused = () => configOf(source('idem', IDEM_KEY))
+    expect(refused).toThrow(ConfigError)
+    expect(refused).toThrow(
+      /source 'idem': dedupKey\.parts\[0\] \(header x-idem\) is not signed: the standard-webhooks scheme signs the webhook-id and webhook-timestamp headers and the body, so anyone holding one delivery can resend it with another x-idem/,
+    )
+    expect(refused).toThrow(/"dedupOnBody": true .* \{"header": "x-idem", "trusted": true\}/)
+    // Per scheme: Stripe signs no header, GitHub none either (but dedups on the body by default).
+    const stripe = { id: 'pay', verify: { scheme: 'stripe', secrets: ['whsec_x'] } }
+    expect(() => configOf({ ...stripe, dedupKey: { parts: [{ header: 'stripe-account' }] } })).toThrow(
+      /the stripe scheme signs the timestamp inside stripe-signature and the body/,
+    )
+    const github = { id: 'gh', verify: { scheme: 'github', secrets: ['s'] } }
+    expect(() => configOf({ ...github, dedupKey: IDEM_KEY, dedupOnBody: false })).toThrow(
+      /dedupKey\.parts\[0\] \(header x-idem\) is not signed: the github scheme signs the body only/,
+    )
+    // The event type is a part too when the key is scoped by it: GitHub reads it from a header.
+    expect(() => configOf({ ...github, dedupKey: { scope: 'event_type' }, dedupOnBody: false })).toThrow(
+      /dedupKey\.scope "event_type" reads the event type from the x-github-event header, which is not signed/,
+    )
+    configOf({ ...github, dedupKey: { scope: 'event_type' } })
+    configOf(source('typed', { scope: 'event_type' }))
+    // Signed parts, a trusted header, or a source that also dedups on the body start.
+    configOf(source('signed', { parts: [{ header: 'webhook-id' }, { pointer: '/order/id' }] }))
+    configOf({ ...github, dedupKey: IDEM_KEY })
+    configOf({
+      ...stripe,
+      dedupKey: { parts: [{ header: 'stripe-account', trusted: true }, { pointer: '/id' }] },
+    })
+  })
+
+  it('a captured delivery resent under fresh header values is a duplicate with dedupOnBody', async () => {
+    const body = JSON.stringify({ type: 'refund.requested', amount: 4200 })
+    const answers = []
+    for (const idem of ['idem_1', 'idem_2', 'idem_3']) {
+      const response = await stack.app.request('/webhooks/idem-body', {
+        method: 'POST',
+        body,
+        headers: { ...signedHeaders(body, { id: 'msg_captured' }), 'x-idem': idem },
+      })
+      answers.push(((await response.json()) as { status: string }).status)
+    }
+    expect(answers).toEqual(['accepted', 'duplicate', 'duplicate'])
+    expect(await eventIds('idem-body')).toEqual(['dk1:idem_1'])
+  })
+
+  it('a trusted header keys events by its value; the same value again is a duplicate', async () => {
+    const body = JSON.stringify({ type: 'refund.requested', amount: 4200 })
+    const statuses = []
+    for (const [id, idem] of [
+      ['m1', 'a'],
+      ['m2', 'a'],
+      ['m3', 'b'],
+    ] as const) {
+      statuses.push((await post('idem-trusted', body, id, { 'x-idem': idem })).body.status)
+    }
+    expect(statuses).toEqual(['accepted', 'duplicate', 'accepted'])
+  })
+
+  it('marking a part trusted does not change the recorded definition', async () => {
+    const database = await createTestDatabase()
+    const logger = createLogger('silent')
+    try {
+      const plain = source('vouched', IDEM_KEY, { dedupOnBody: true })
+      await checkDedupKeys(database.sql, configOf(plain), logger)
+      await database.sql`
+        insert into inbound_events (source, event_id, payload_hash, body, headers)
+        values ('vouched', 'dk1:a', 'h', '\\x00'::bytea, '{}'::jsonb)`
+      const trusted = source('vouched', { parts: [{ header: 'x-idem', trusted: true }] })
+      await checkDedupKeys(database.sql, configOf(trusted), logger)
+    } finally {
+      await database.drop()
+    }
   })
 })
 

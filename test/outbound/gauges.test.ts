@@ -42,7 +42,7 @@ describe('outbound gauges on /metrics', () => {
       reconcile: async () => ({ kind: 'not_found', evidence: { matches: 0 } }),
     })
     const metrics = createMetrics()
-    addOutboundGauges(metrics, db.sql)
+    addOutboundGauges(metrics, db.sql, { tools: ['charge'], operationDays: 90 })
     const scrape = () => metrics.registry.metrics()
 
     const first = await ledger.invoke(charge, { key: 'order:g1:charge', args: { amount: 1 } })

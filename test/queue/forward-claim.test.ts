@@ -29,6 +29,16 @@ const AWKWARD_IDS = [
   'astral 😀 𝄞',
   'separators \u2028\u2029 and \u007f del',
   '/slashes/and?query=1&x=<y>',
+  // Around the key limit (255 UTF-16 units for `acme:<id>:forward`, so 242 for the id): kept whole up
+  // to it, and past it shortened to `acme:%h<digest>:forward`, in SQL as in code.
+  'x'.repeat(242),
+  'x'.repeat(243),
+  `evt_${'x'.repeat(250)}`,
+  'ü'.repeat(242),
+  '😀'.repeat(121),
+  `😀${'x'.repeat(241)}`,
+  `%:${'y'.repeat(239)}`,
+  `dk1:${'z%3A'.repeat(250)}`,
 ]
 
 async function lease(
@@ -63,6 +73,7 @@ describe('the lease claims a forward operation as invoke would', () => {
       if (result.kind !== 'leased') throw new Error(`${eventId} was not leased`)
       const claim = result.row.forwardClaim
       const args = forwardArgs('acme', eventId, bodies[i] as Buffer)
+      expect(claim?.operationKey.length, eventId).toBeLessThanOrEqual(255)
       expect(claim, eventId).toMatchObject({
         operationKey: stepKey(['acme', eventId], 'forward'),
         payloadHash: payloadHash(args),
@@ -88,7 +99,7 @@ describe('the lease claims a forward operation as invoke would', () => {
     ])
   })
 
-  it('claims nothing for a key that exists, a key invoke would refuse, or a source not listed', async () => {
+  it('claims nothing for a key that exists or a source not listed', async () => {
     const [again] = await lease('acme', ['evt_plain'], [Buffer.from('{}')], ['acme'])
     // The first test's row: claimed again by id, it is still leased, so nothing is leased here.
     expect(again?.kind).not.toBe('leased')
@@ -102,13 +113,29 @@ describe('the lease claims a forward operation as invoke would', () => {
     })
     expect(relet).toMatchObject({ kind: 'leased', row: { forwardClaim: undefined } })
 
-    const long = `evt_${'x'.repeat(250)}`
-    const [tooLong] = await lease('acme', [long], [Buffer.from('{}')], ['acme'])
-    expect(tooLong).toMatchObject({ kind: 'leased', row: { forwardClaim: undefined } })
-
     const [unlisted] = await lease('other', ['evt_other'], [Buffer.from('{}')], ['acme'])
     expect(unlisted).toMatchObject({ kind: 'leased', row: { forwardClaim: undefined } })
     const [operations] = await database.sql<Array<{ n: number }>>`select count(*)::int as n from operations`
     expect(operations?.n).toBe(AWKWARD_IDS.length)
+  })
+})
+
+describe('keys that fit', () => {
+  it('keeps every key that fits as it was, and shortens only what would pass 255', () => {
+    expect(stepKey(['acme', 'evt:1%'], 'forward')).toBe('acme:evt%3A1%25:forward')
+    const longest = 'x'.repeat(242)
+    expect(stepKey(['acme', longest], 'forward')).toBe(`acme:${longest}:forward`)
+    const over = stepKey(['acme', `${longest}x`], 'forward')
+    expect(over).toMatch(/^acme:%h[A-Za-z0-9_-]{43}:forward$/)
+    // The route's key under the same event shortens the id the same way, so one prefix finds both.
+    const route = stepKey(['acme', `${longest}x`, 'route'], 'billing')
+    expect(route.startsWith(over.slice(0, -'forward'.length))).toBe(true)
+    // Many long parts: the first kept, one digest of all the others, still under the limit.
+    const many = stepKey(['acme', ...['b', 'c', 'd', 'e', 'f', 'g'].map((letter) => letter.repeat(65))], 's')
+    expect(many).toMatch(/^acme:%h[A-Za-z0-9_-]{43}:s$/)
+    const deep = stepKey(['s'.repeat(63), 'x'.repeat(300), 'route', 'r'.repeat(63)], 'n'.repeat(128))
+    expect(deep.startsWith(`${'s'.repeat(63)}:%h`)).toBe(true)
+    expect(deep.length).toBeLessThanOrEqual(255)
+    expect(stepKey(['acme', 'x'.repeat(10_000)], 'step-'.repeat(25)).length).toBeLessThanOrEqual(255)
   })
 })

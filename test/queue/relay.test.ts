@@ -146,6 +146,25 @@ describe('relay: orphan recovery', () => {
     await queue.close()
   })
 
+  it('re-adds every lost row in one pass, chunk after chunk, not a hundred per pass', async () => {
+    const { queue, relay } = await stoppedRelay({
+      settings: { intervalMs: 1000, graceMs: 60_000, orphanAfterMs: 60_000 },
+    })
+    const ids = await claimRows(Array.from({ length: 2_500 }, (_, i) => `evt_lost_${i}`))
+    // Enqueued two minutes ago in a batch job Redis no longer has.
+    await database.sql`
+      update inbound_events set enqueued_at = now() - interval '2 minutes', job_id = 'evts-lost',
+        updated_at = now() - interval '2 minutes'
+      where id = any(${ids}::uuid[])`
+    expect(await relay.tick()).toBe(2_500)
+    // Together, up to MAX_ROWS_PER_JOB a job: the worker fetches 40 jobs, not 2,500.
+    expect(await queue.getJobCounts('waiting')).toEqual({ waiting: 40 })
+    const unrecorded = await database.sql`
+      select id from inbound_events where id = any(${ids}::uuid[]) and job_id = 'evts-lost'`
+    expect(unrecorded).toHaveLength(0)
+    await queue.close()
+  })
+
   it('leaves alone rows whose batch job still waits, however long; re-adds them once that job is gone', async () => {
     let now = 1_000_000
     const { queue, relay, enqueuer } = await stoppedRelay({
@@ -166,12 +185,22 @@ describe('relay: orphan recovery', () => {
     expect(await queue.getJobState(batchJobId)).toBe('waiting')
     for (const id of ids) expect(await queue.getJobState(processEventJobId(id))).toBe('unknown')
 
-    // The batch job lost (Redis lost its data, say): the next pass gives each row a job of its own.
+    // The batch job lost (Redis lost its data, say): the next pass gives the rows a new job together,
+    // recorded on each row, so the pass after that finds them held by it.
     await queue.remove(batchJobId)
     await age()
     now += 10_000
-    await relay.tick()
-    for (const id of ids) expect(await queue.getJobState(processEventJobId(id))).toBe('waiting')
+    expect(await relay.tick()).toBe(3)
+    const recorded = await database.sql<{ job_id: string }[]>`
+      select distinct job_id from inbound_events where id = any(${ids}::uuid[])`
+    expect(recorded).toHaveLength(1)
+    const newJobId = recorded[0]?.job_id ?? ''
+    expect(newJobId).toMatch(/^evts-/)
+    expect(newJobId).not.toBe(batchJobId)
+    expect(await queue.getJobState(newJobId)).toBe('waiting')
+    await age()
+    now += 10_000
+    expect(await relay.tick()).toBe(0)
     await queue.close()
   })
 })

@@ -3,9 +3,12 @@ import { buildConfig } from '../../src/config/config.js'
 import { claimEvents } from '../../src/db/claims.js'
 import { retentionWarnings, startRetention } from '../../src/db/retention.js'
 import { createLogger } from '../../src/logger.js'
+import { createMetrics } from '../../src/metrics.js'
+import { addOutboundGauges } from '../../src/outbound/gauges.js'
 import { createOutboundLedger } from '../../src/outbound/ledger.js'
 import { defineTool } from '../../src/outbound/tools.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { captureLogs } from '../support/log-capture.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { testConfig } from '../support/stack.js'
 
@@ -111,9 +114,24 @@ describe('retention of the outbound ledger', () => {
     await evidence('evt_recent', 'nobody:2', 'pending', 2)
 
     const config = testConfig({ retention: { batchSize: 5, operationDays: 90 } })
-    const retention = startRetention({ sql: database.sql, config, logger: createLogger('silent') })
+    const logs = captureLogs('info')
+    const retention = startRetention({ sql: database.sql, config, logger: logs.logger })
     try {
       expect(await retention.sweep()).toBe(12 + 2) // 12 operations, 2 pieces of evidence
+      // The open one is kept, and said so: in the pass's log and on /metrics.
+      expect(logs.entries().filter((entry) => entry.level === 40)).toEqual([
+        expect.objectContaining({
+          operations: 1,
+          byStatus: { needs_reconciliation: 1 },
+          olderThanDays: 90,
+          msg: expect.stringContaining('unsettled for longer than retention.operationDays'),
+        }),
+      ])
+      const metrics = createMetrics()
+      addOutboundGauges(metrics, database.sql, { tools: [], operationDays: 90 })
+      expect(await metrics.registry.metrics()).toContain(
+        'hookledger_operations_unsettled_past_retention{status="needs_reconciliation"} 1',
+      )
       const left = await database.sql`select operation_key, status from operations order by operation_key`
       expect(left.map((row) => [row.operation_key, row.status])).toEqual([
         ['unknown', 'needs_reconciliation'],

@@ -2,16 +2,25 @@ import { type ChildProcess, spawn } from 'node:child_process'
 import { Redis } from 'ioredis'
 import { freePort } from './child.js'
 
-/** A redis-server of the test's own, so the test can stop it without touching anyone else's. */
-export async function startRedisServer(port?: number) {
+/**
+ * A redis-server of the test's own, so the test can stop it without touching anyone else's.
+ * `args` are more redis-server options, e.g. `['--maxmemory-policy', 'allkeys-lru']`.
+ */
+export async function startRedisServer(port?: number, args: readonly string[] = []) {
   const listenPort = port ?? (await freePort())
   const server: ChildProcess = spawn(
     'redis-server',
-    ['--port', String(listenPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    ['--port', String(listenPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args],
     { stdio: 'ignore' },
   )
   const url = `redis://127.0.0.1:${listenPort}`
-  const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  // No ready check: it is an INFO, which a test's server may have disabled.
+  const probe = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    enableReadyCheck: false,
+  })
   probe.on('error', () => {})
   const deadline = Date.now() + 10_000
   for (;;) {

@@ -5,7 +5,7 @@ import { buildConfig, type Config } from '../../src/config/config.js'
 import { createClaimBatcher } from '../../src/db/claims.js'
 import { noFailpoints } from '../../src/failpoints.js'
 import { createApp } from '../../src/http/app.js'
-import { createLogger } from '../../src/logger.js'
+import { createLogger, type Logger } from '../../src/logger.js'
 import { createMetrics } from '../../src/metrics.js'
 import { bullmqJobQueue } from '../../src/queue/bullmq.js'
 import { createEnqueuer } from '../../src/queue/enqueuer.js'
@@ -49,10 +49,10 @@ export interface ApiStack {
 /** The HTTP app on a database and queue of its own, driven with `app.request()`. */
 export async function createApiStack(
   config: Config = testConfig(),
-  options: { adminToken?: string; agentToken?: string; dashboard?: boolean } = {},
+  options: { adminToken?: string; agentToken?: string; dashboard?: boolean; logger?: Logger } = {},
 ): Promise<ApiStack> {
   const database = await createTestDatabase()
-  const logger = createLogger('silent')
+  const logger = options.logger ?? createLogger('silent')
   const connection = new Redis(testRedisUrl(), { maxRetriesPerRequest: 1, enableOfflineQueue: false })
   const queue = new Queue<ProcessEventData>(INBOUND_QUEUE, {
     connection,

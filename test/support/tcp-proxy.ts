@@ -3,7 +3,8 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 /**
  * A TCP proxy of the test's own in front of a real server (PostgreSQL by default), for the faults a
  * network makes: `reset()` resets every live connection (an RST each way, as a failover or a
- * stateful firewall does), `blackhole()` accepts new connections and forwards nothing.
+ * stateful firewall does), `blackhole()` keeps every socket open and forwards nothing, as a vanished
+ * host or a NAT that lost its state does.
  */
 export interface TcpProxy {
   /** 127.0.0.1:<port> of the proxy. */
@@ -13,16 +14,27 @@ export interface TcpProxy {
   urlFor(url: string): string
   /** Resets every live connection, both sides; new connections are forwarded as before. */
   reset(): number
-  /** From now on, new connections are accepted and never forwarded (until `forward()`). */
-  blackhole(): void
+  /**
+   * A true blackhole: live connections stay open and their bytes, both ways, are swallowed from now
+   * on (also after `forward()`: those flows are dead, as behind a NAT that lost them), and neither
+   * side hears of the other closing; new connections are accepted and never forwarded until
+   * `forward()`. Returns how many live connections it swallowed.
+   */
+  blackhole(): number
+  /** New connections are forwarded again. */
   forward(): void
   /** Connections made through the proxy so far. */
   connections(): number
   close(): Promise<void>
 }
 
+interface Flow {
+  swallowed: boolean
+}
+
 export async function startTcpProxy(target = { host: '127.0.0.1', port: 5432 }): Promise<TcpProxy> {
   const live = new Set<Socket>()
+  const flows = new Set<Flow>()
   let mode: 'forward' | 'blackhole' = 'forward'
   let accepted = 0
   const track = (socket: Socket) => {
@@ -34,13 +46,29 @@ export async function startTcpProxy(target = { host: '127.0.0.1', port: 5432 }):
   const server: Server = createServer((client) => {
     accepted += 1
     track(client)
-    if (mode === 'blackhole') return
+    if (mode === 'blackhole') {
+      // Read and drop, so the client's writes are taken (as a silent network takes them).
+      client.on('data', () => {})
+      return
+    }
     const upstream = createConnection(target)
     track(upstream)
-    client.pipe(upstream)
-    upstream.pipe(client)
-    client.once('close', () => upstream.destroy())
-    upstream.once('close', () => client.destroy())
+    const flow: Flow = { swallowed: false }
+    flows.add(flow)
+    // By hand rather than pipe(): a swallowed flow keeps reading (and dropping) on both sides.
+    client.on('data', (chunk: Buffer) => {
+      if (!flow.swallowed) upstream.write(chunk)
+    })
+    upstream.on('data', (chunk: Buffer) => {
+      if (!flow.swallowed) client.write(chunk)
+    })
+    client.once('close', () => {
+      flows.delete(flow)
+      if (!flow.swallowed) upstream.destroy()
+    })
+    upstream.once('close', () => {
+      if (!flow.swallowed) client.destroy()
+    })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const address = server.address()
@@ -62,6 +90,12 @@ export async function startTcpProxy(target = { host: '127.0.0.1', port: 5432 }):
     },
     blackhole() {
       mode = 'blackhole'
+      let swallowed = 0
+      for (const flow of flows) {
+        if (!flow.swallowed) swallowed += 1
+        flow.swallowed = true
+      }
+      return swallowed
     },
     forward() {
       mode = 'forward'

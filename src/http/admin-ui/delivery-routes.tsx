@@ -4,6 +4,7 @@ import type { Config } from '../../config/config.js'
 import type { RouteConfig } from '../../config/routes.js'
 import type { Database } from '../../db/client.js'
 import { enableRoute, listDisabledRoutes } from '../../db/event-routes.js'
+import { unstorableText } from '../../db/text.js'
 import type { CircuitView } from '../../delivery/guard.js'
 import type { Logger } from '../../logger.js'
 import { type AdminEnv, requireCsrfToken } from './guard.js'
@@ -69,6 +70,16 @@ export function deliveryRoutes(deps: DeliveryRouteDependencies) {
     .post('/:source/:route/enable', requireCsrfToken(deps.sessions), async (c) => {
       const user = { name: c.get('session').name, csrf: c.get('csrf') }
       const { source, route } = c.req.param()
+      // Ids from the config file are plain text: what PostgreSQL cannot even compare names no route.
+      if (unstorableText(source) !== undefined || unstorableText(route) !== undefined) {
+        return c.html(
+          <MessagePage
+            props={{ title: 'No route has that name.', user, section: 'routes' }}
+            back={{ href: '/admin/routes', label: '« Routes' }}
+          />,
+          400,
+        )
+      }
       if (!(await enableRoute(deps.db.$client, source, route))) {
         return c.html(
           <MessagePage

@@ -5,11 +5,11 @@ import type { Database } from '../../db/client.js'
 import { findEvent, listEvents } from '../../db/event-queries.js'
 import { listEventRoutes } from '../../db/event-routes.js'
 import { listOperationsByKeyPrefix } from '../../db/operation-queries.js'
-import { findOrderingHead } from '../../db/ordering.js'
+import { findOrderingHead, SOURCE_SCOPE } from '../../db/ordering.js'
 import { replayEvent, replayFailedEvents } from '../../db/replay.js'
 import { compileOrderingKey } from '../../delivery/ordering.js'
 import type { Logger } from '../../logger.js'
-import { workflowKeyPrefix } from '../../outbound/keys.js'
+import { workflowKeyPrefixes } from '../../outbound/keys.js'
 import type { Enqueuer } from '../../queue/enqueuer.js'
 import { EventPage } from './event.js'
 import { EventsPage } from './events.js'
@@ -69,7 +69,7 @@ export function eventRoutes(deps: EventRouteDependencies) {
     }
     const key = compileOrderingKey(pointer).of(parsed)
     if (key === undefined) return undefined
-    const head = await findOrderingHead(deps.db.$client, event.id, key)
+    const { head } = await findOrderingHead(deps.db.$client, event.id, SOURCE_SCOPE, key)
     return head === undefined ? undefined : { ...head, pointer }
   }
 
@@ -122,7 +122,7 @@ export function eventRoutes(deps: EventRouteDependencies) {
         return c.html(<MessagePage props={page('No event has that id', user)} back={ALL_EVENTS} />, 404)
       }
       const [operations, routes, blockedBy] = await Promise.all([
-        listOperationsByKeyPrefix(deps.db, workflowKeyPrefix([detail.event.source, detail.event.eventId])),
+        listOperationsByKeyPrefix(deps.db, workflowKeyPrefixes([detail.event.source, detail.event.eventId])),
         listEventRoutes(deps.db, detail.event.id),
         orderingHeadOf(detail.event),
       ])

@@ -3,6 +3,7 @@ import type { EventDetail } from '../../db/event-queries.js'
 import type { EventRouteRow } from '../../db/event-routes.js'
 import type { OperationRow } from '../../db/operation-rows.js'
 import type { OrderingHead } from '../../db/ordering.js'
+import { traceIdOf } from '../../tracing.js'
 import { Badge, CsrfField, Fact, LastError, Layout, type PageProps, utc } from './layout.js'
 import { duration } from './operation.js'
 
@@ -75,6 +76,11 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations, routes
             }
           />
           <Fact name="Payload sha256" mono value={event.payloadHash} />
+          <Fact
+            name="Trace id"
+            mono
+            value={traceIdOf(event.traceParent) ?? '— (received with tracing off)'}
+          />
           <Fact name="Received" mono value={utc(event.receivedAt)} />
           <Fact name="Enqueued" mono value={utc(event.enqueuedAt)} />
           <Fact name="Processed" mono value={utc(event.processedAt)} />

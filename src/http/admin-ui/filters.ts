@@ -1,13 +1,26 @@
 import { z } from 'zod'
 import type { EventCursor, EventFilter, PayloadMatch } from '../../db/event-queries.js'
 import { eventStatus } from '../../db/schema.js'
+import { unstorableText } from '../../db/text.js'
+
+/**
+ * Text a search compares with the ledger, refused like any other bad input (400) when PostgreSQL
+ * cannot take it: a NUL fails the statement (a 500 that logged the query's parameters), and a lone
+ * surrogate matches nothing stored.
+ */
+export function searchText(max: number) {
+  return z.string().trim().max(max).superRefine(storable)
+}
+
+/** The refinement of `searchText`, for text that is compared as it is (an operation key). */
+export function storable(value: string, ctx: z.RefinementCtx): void {
+  const reason = unstorableText(value)
+  if (reason !== undefined) ctx.addIssue({ code: 'custom', message: reason })
+}
 
 // An empty form field means "any": browsers send every field of a GET form, filled or not.
 const optionalText = (max: number) =>
-  z
-    .string()
-    .trim()
-    .max(max)
+  searchText(max)
     .transform((value) => (value === '' ? undefined : value))
     .optional()
 
@@ -59,10 +72,7 @@ const MAX_PATH_KEYS = 16
  * is read as JSON when it is a number, true, false, null or a "quoted string", else as the text
  * itself, so `amount = 42` finds the number and `amount = "42"` the string.
  */
-export const payloadMatch = z
-  .string()
-  .trim()
-  .max(1000)
+export const payloadMatch = searchText(1000)
   .transform((text, ctx): PayloadMatch | undefined => {
     if (text === '') return undefined
     const at = text.indexOf('=')

@@ -2,17 +2,14 @@ import { Hono } from 'hono'
 import { z } from 'zod'
 import type { Database } from '../../db/client.js'
 import { readOverview } from '../../db/overview-queries.js'
-import { describeIssues } from './filters.js'
+import { describeIssues, searchText } from './filters.js'
 import type { AdminEnv } from './guard.js'
 import { MessagePage } from './layout.js'
 import { OverviewPage } from './overview.js'
 
 const overviewQuery = z.object({
   window: z.enum(['hour', 'day']).default('hour'),
-  source: z
-    .string()
-    .trim()
-    .max(200)
+  source: searchText(200)
     .transform((value) => (value === '' ? undefined : value))
     .optional(),
   // A meta refresh, so the page stays script-free; bounded so a link cannot make it hammer the server.

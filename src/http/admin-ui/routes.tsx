@@ -1,11 +1,11 @@
 import type { Queue } from 'bullmq'
 import { type Env, Hono, type MiddlewareHandler } from 'hono'
-import { bodyLimit } from 'hono/body-limit'
 import type { Config } from '../../config/config.js'
 import type { Database } from '../../db/client.js'
 import type { CircuitView } from '../../delivery/guard.js'
 import type { Logger } from '../../logger.js'
 import type { Enqueuer } from '../../queue/enqueuer.js'
+import { limitBody } from '../middleware/body-limit.js'
 import { approvalRoutes } from './approval-routes.js'
 import { deliveryRoutes } from './delivery-routes.js'
 import { eventRoutes } from './event-routes.js'
@@ -56,7 +56,7 @@ export function adminUi(deps: AdminUiDependencies) {
   app.use('*', skipApi(pageHeaders()))
   app.use('*', skipApi(sameOriginWrites()))
   // Forms are small; the login form is parsed before anyone is known, so it must not take megabytes.
-  app.use('*', skipApi(bodyLimit({ maxSize: FORM_LIMIT_BYTES })))
+  app.use('*', skipApi(limitBody(FORM_LIMIT_BYTES, 'the admin page')))
 
   app
     .get('/login', async (c) => {

@@ -12,7 +12,8 @@ import {
 } from '../../db/operation-queries.js'
 import { operationStatus } from '../../db/outbound-schema.js'
 import { decide, showApproval } from '../../outbound/approvals.js'
-import { encodeCursor, eventsQuery, filterOf } from '../admin-ui/filters.js'
+import { MAX_KEY_LENGTH } from '../../outbound/keys.js'
+import { encodeCursor, eventsQuery, filterOf, storable } from '../admin-ui/filters.js'
 import { ApiError } from '../errors.js'
 import { bearerAuth } from '../middleware/bearer.js'
 import { parseJsonBody } from '../validate.js'
@@ -43,13 +44,15 @@ const approvalQuery = z.object({
 })
 const eventsLimit = z.object({ limit: z.coerce.number().int().min(1).max(500).default(50) })
 const uuid = z.uuid()
+const operationKey = z.object({ key: z.string().min(1).max(MAX_KEY_LENGTH).superRefine(storable) })
 
+/** A query string or path parameter read with `schema`: 400 `invalid_query` naming each bad field. */
 function query<T extends z.ZodType>(schema: T, input: Record<string, string>): z.infer<T> {
   const parsed = schema.safeParse(input)
   if (!parsed.success) {
     throw new ApiError(
       400,
-      'invalid_request',
+      'invalid_query',
       parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '),
     )
   }
@@ -73,7 +76,8 @@ export function adminRoutes(deps: { db: Database; adminToken: string | undefined
         return c.json({ operations: await listOperations(deps.db, filter) })
       })
       .get('/operations/:key', async (c) => {
-        const op = await findOperation(deps.db, c.req.param('key'))
+        const { key } = query(operationKey, c.req.param())
+        const op = await findOperation(deps.db, key)
         if (op === undefined) throw new ApiError(404, 'operation_not_found', 'no operation has that key')
         return c.json({
           operation: op,

@@ -1,3 +1,4 @@
+import { type Span, SpanKind } from '@opentelemetry/api'
 import type { Context } from 'hono'
 import { Hono } from 'hono'
 import { z } from 'zod'
@@ -8,10 +9,12 @@ import { findOperation, listAttempts } from '../../db/operation-queries.js'
 import type { OperationRow, OperationStatus } from '../../db/operation-rows.js'
 import { operationStatus } from '../../db/outbound-schema.js'
 import { unstorableText } from '../../db/text.js'
+import type { Backpressure } from '../../inbound/backpressure.js'
 import type { AgentCaller, AgentClaim, AgentProtocol, AgentReport } from '../../outbound/agent.js'
 import { agentKeyOf, agentLedgerKey, MAX_AGENT_KEY_LENGTH } from '../../outbound/keys.js'
 import { MAX_WAIT_MS, waitForOperation } from '../../outbound/wait.js'
-import { ApiError } from '../errors.js'
+import { contextUnder, TRACING_OFF, type Tracing } from '../../tracing.js'
+import { ApiError, busy } from '../errors.js'
 import { type AgentVariables, agentAuth } from '../middleware/agent-auth.js'
 import { limitBody } from '../middleware/body-limit.js'
 import { parseJsonBody } from '../validate.js'
@@ -60,18 +63,38 @@ export function operationRoutes(deps: {
   protocol: AgentProtocol
   agentTokens: readonly AgentToken[]
   bodyLimitBytes: number
+  backpressure: Backpressure
+  tracing?: Tracing | undefined
 }) {
+  const tracing = deps.tracing ?? TRACING_OFF
   return new Hono<{ Variables: AgentVariables }>()
     .use('*', agentAuth(deps.agentTokens))
     .use('*', limitBody(deps.bodyLimitBytes, '/v1/operations'))
     .post('/claim', async (c) => {
       const body = await parseJsonBody(c, claimBody)
       const target = scopedKey(c, body.key)
+      // A claim writes to the ledger like a delivery: refused the same way when it cannot keep up.
+      const refusal = deps.backpressure.refusal()
+      if (refusal !== undefined) throw busy(refusal)
       const token = c.get('agent')
       if (token.tools !== null && !token.tools.has(body.tool)) {
         throw new ApiError(403, 'tool_out_of_scope', `this token may not use the tool '${body.tool}'`)
       }
-      return respond(await deps.protocol.claim({ ...body, key: target }, callerOf(token)))
+      return traced(tracing, c, 'operation claim', async (span) => {
+        // The operation keeps the trace it was claimed in (observability only), unless the agent named one.
+        const traceId = body.traceId ?? (span.isRecording() ? span.spanContext().traceId : undefined)
+        const answer = await deps.protocol.claim({ ...body, key: target, traceId }, callerOf(token))
+        if (span.isRecording()) {
+          span.setAttributes({
+            'hookledger.operation.key': target,
+            'hookledger.tool': body.tool,
+            'hookledger.effect': body.effect,
+            'hookledger.decision': answer.kind,
+            ...('operationId' in answer ? { 'hookledger.operation.id': answer.operationId } : {}),
+          })
+        }
+        return respond(answer)
+      })
     })
     .get('/:key', async (c) => {
       const target = scopedKey(c, operationKey(c))
@@ -102,7 +125,17 @@ export function operationRoutes(deps: {
           ? { kind: 'success' as const, result: body.result, downstreamId: body.downstreamId }
           : { kind: body.outcome, error: body.error }
       const caller = callerOf(c.get('agent'))
-      return report(await deps.protocol.recordOutcome(caller, target, body.leaseToken, body.attempt, outcome))
+      return traced(tracing, c, 'operation outcome', async (span) => {
+        const result = await deps.protocol.recordOutcome(
+          caller,
+          target,
+          body.leaseToken,
+          body.attempt,
+          outcome,
+        )
+        settlementAttributes(span, target, body.outcome, result)
+        return report(result)
+      })
     })
     .post('/:key/undo-outcome', async (c) => {
       const target = scopedKey(c, operationKey(c))
@@ -112,10 +145,56 @@ export function operationRoutes(deps: {
           ? { kind: 'success' as const }
           : { kind: 'failure' as const, error: body.error }
       const caller = callerOf(c.get('agent'))
-      return report(
-        await deps.protocol.recordUndoOutcome(caller, target, body.leaseToken, body.attempt, outcome),
-      )
+      return traced(tracing, c, 'operation undo outcome', async (span) => {
+        const result = await deps.protocol.recordUndoOutcome(
+          caller,
+          target,
+          body.leaseToken,
+          body.attempt,
+          outcome,
+        )
+        settlementAttributes(span, target, body.outcome, result)
+        return report(result)
+      })
     })
+}
+
+/**
+ * Runs an agent's call in a span of its own, continuing the agent's trace when its request carries a
+ * `traceparent` (as the forward that told it about the event did): its claims and settlements then
+ * sit in the inbound event's trace. The header is read only when tracing is on.
+ */
+async function traced(
+  tracing: Tracing,
+  c: AgentContext,
+  name: string,
+  run: (span: Span) => Promise<Response>,
+): Promise<Response> {
+  const span = tracing.tracer.startSpan(
+    name,
+    { kind: SpanKind.SERVER },
+    tracing.enabled ? contextUnder(c.req.header('traceparent')) : undefined,
+  )
+  try {
+    const response = await run(span)
+    span.setAttribute('http.response.status_code', response.status)
+    return response
+  } catch (error) {
+    span.setAttribute('http.response.status_code', error instanceof ApiError ? error.status : 500)
+    throw error
+  } finally {
+    span.end()
+  }
+}
+
+function settlementAttributes(span: Span, key: string, outcome: string, result: AgentReport): void {
+  if (!span.isRecording()) return
+  span.setAttributes({
+    'hookledger.operation.key': key,
+    'hookledger.outcome': outcome,
+    'hookledger.report': result.kind,
+    ...(result.kind === 'recorded' ? { 'hookledger.decision': result.outcome.kind } : {}),
+  })
 }
 
 const notFound = () => new ApiError(404, 'operation_not_found', 'no operation has that key')

@@ -1,22 +1,28 @@
-import { Hono, type MiddlewareHandler } from 'hono'
+import { type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api'
+import { Hono, type Context as HonoContext, type MiddlewareHandler } from 'hono'
 import type { RequestIdVariables } from 'hono/request-id'
 import { assertNever } from '../../assert.js'
 import type { Config, Source } from '../../config/config.js'
 import type { ClaimBatcher } from '../../db/claims.js'
+import type { Backpressure } from '../../inbound/backpressure.js'
 import { type ReceiveOutcome, receiveDelivery } from '../../inbound/receive.js'
 import type { RejectionCode } from '../../inbound/verifiers/index.js'
 import type { Logger } from '../../logger.js'
 import { type Metrics, UNKNOWN_SOURCE_LABEL } from '../../metrics.js'
 import type { Enqueuer } from '../../queue/enqueuer.js'
-import { ApiError } from '../errors.js'
+import { contextUnder, TRACING_OFF, type Tracing } from '../../tracing.js'
+import { ApiError, busy } from '../errors.js'
 import { limitBody } from '../middleware/body-limit.js'
 
 export interface WebhookRouteDependencies {
   config: Config
   claims: ClaimBatcher
+  backpressure?: Backpressure
   enqueuer: Enqueuer
   logger: Logger
   metrics: Metrics
+  /** Absent: off (the no-op tracer). */
+  tracing?: Tracing | undefined
 }
 
 type Variables = { source: Source } & RequestIdVariables
@@ -59,12 +65,51 @@ export function webhookRoutes(deps: WebhookRouteDependencies) {
     }
   }
 
+  const tracing = deps.tracing ?? TRACING_OFF
   return new Hono<{ Variables: Variables }>().post('/:source', resolveSource, async (c) => {
     const source = c.get('source')
+    // A sender that traces (another hookledger's forward, say) has its trace continued; the header
+    // is read only when tracing is on.
+    const span = tracing.tracer.startSpan(
+      RECEIVE_SPAN,
+      RECEIVE_SPAN_OPTIONS,
+      tracing.enabled ? contextUnder(c.req.header('traceparent')) : undefined,
+    )
+    try {
+      const response = await receive(c, source, span)
+      span.setAttribute('http.response.status_code', response.status)
+      return response
+    } catch (error) {
+      if (span.isRecording()) {
+        const status = error instanceof ApiError ? error.status : 500
+        span.setAttribute('http.response.status_code', status)
+        if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR })
+      }
+      throw error
+    } finally {
+      span.end()
+    }
+  })
+
+  async function receive(c: HonoContext<{ Variables: Variables }>, source: Source, span: Span) {
     const raw = Buffer.from(await c.req.arrayBuffer())
-    const outcome = await receiveDelivery(deps, source, raw, c.req.header())
+    const outcome = await receiveDelivery(deps, source, raw, c.req.header(), span)
+    if (span.isRecording()) {
+      span.setAttributes({
+        'http.request.method': 'POST',
+        'http.route': '/webhooks/:source',
+        'hookledger.source': source.config.id,
+        'hookledger.outcome': outcome.kind === 'rejected' ? outcome.code : outcome.kind,
+      })
+      if ('id' in outcome) span.setAttribute('hookledger.event_row_id', outcome.id)
+    }
     // Made only for the outcomes that log: a child logger per accepted delivery cost ~1 % of the intake.
-    const log = () => deps.logger.child({ source: source.config.id, requestId: c.get('requestId') })
+    const log = () =>
+      deps.logger.child({
+        source: source.config.id,
+        requestId: c.get('requestId'),
+        ...(span.isRecording() ? { traceId: span.spanContext().traceId } : {}),
+      })
     deps.metrics.deliveries.inc({
       source: source.config.id,
       outcome: outcome.kind === 'rejected' ? outcome.code : outcome.kind,
@@ -96,6 +141,8 @@ export function webhookRoutes(deps: WebhookRouteDependencies) {
       case 'rejected':
         log().info({ code: outcome.code }, 'delivery rejected')
         throw new ApiError(REJECTION_STATUS[outcome.code], outcome.code, outcome.message)
+      case 'busy':
+        throw busy(outcome.refusal)
       case 'ledger_unavailable':
         throw new ApiError(503, 'ledger_unavailable', 'the event ledger is unreachable; retry later', {
           headers: { 'Retry-After': '5' },
@@ -104,7 +151,12 @@ export function webhookRoutes(deps: WebhookRouteDependencies) {
       default:
         return assertNever(outcome)
     }
-  })
+  }
 }
+
+/** The receive's span name: the route, as HTTP server spans are named. */
+export const RECEIVE_SPAN = 'POST /webhooks/:source'
+// Made once: with tracing off, a delivery costs the no-op span and nothing more.
+const RECEIVE_SPAN_OPTIONS = { kind: SpanKind.SERVER }
 
 export type { ReceiveOutcome }

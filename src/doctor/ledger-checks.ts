@@ -1,0 +1,208 @@
+import {
+  type Check,
+  counted,
+  type DoctorContext,
+  EXAMPLES,
+  type Finding,
+  found,
+  noFindings,
+} from './types.js'
+
+/** Part of an operation key as stepKey encodes it (src/outbound/keys.ts), in SQL. */
+const encodedPart = (column: string) => `replace(replace(${column}, '%', '%25'), ':', '%3A')`
+/** The reverse, for a part split off a key: '%3A' first, so an encoded '%' never turns into one. */
+const decodedPart = (part: string) => `replace(replace(${part}, '%3A', ':'), '%25', '%')`
+
+/** Settled statuses other than completed: an operation in one of these never runs again by itself. */
+const NOT_COMPLETED = [
+  'in_progress',
+  'needs_reconciliation',
+  'awaiting_approval',
+  'retry_approved',
+  'exhausted',
+  'failed',
+  'abandoned',
+  'compensated',
+]
+
+/**
+ * A DONE event whose forward (`<source>:<event id>:forward`) or forward route
+ * (`<source>:<event id>:route:<route id>`) is not `completed`. DONE and the forward's success commit
+ * together, so this is a ledger edited by hand, a restore, or a bug. Two bounded reads: open forward
+ * operations whose event is DONE, and the newest DONE events whose expected operation is missing.
+ */
+export const doneEventsUnsettled: Check = {
+  name: 'done_unsettled',
+  async run({ sql, config, scanLimit }) {
+    const forwardSources = [...config.sources.values()]
+      .filter((source) => source.config.handler?.type === 'forward')
+      .map((source) => source.config.id)
+    const forwardRoutes = [...config.sources.values()].flatMap((source) =>
+      (source.config.routes ?? [])
+        .filter((route) => route.forward !== undefined)
+        .map((route) => `${source.config.id}/${route.id}`),
+    )
+    const open = await sql<Array<{ key: string; status: string }>>`
+      with open as (
+        select operation_key, status::text as status,
+          split_part(operation_key, ':', 1) as s, split_part(operation_key, ':', 2) as e
+        from operations
+        where status = any(${NOT_COMPLETED}::operation_status[]) and tool = 'forward'
+          and (operation_key like '%:forward' or operation_key like '%:route:%')
+        order by updated_at desc limit ${scanLimit}
+      )
+      select o.operation_key as key, o.status from open o
+      join inbound_events ev on ev.source = ${sql.unsafe(decodedPart('o.s'))}
+        and ev.event_id = ${sql.unsafe(decodedPart('o.e'))} and ev.status = 'done'
+      limit ${scanLimit}`
+    // Operations are deleted `retention.operationDays` after they settled: older events may have none.
+    const missing = await sql<Array<{ key: string; status: string | null }>>`
+      with recent as (
+        select id, source, event_id from inbound_events
+        where status = 'done' and processed_at > now() - ${config.file.retention.operationDays} * interval '1 day'
+        order by received_at desc limit ${scanLimit}
+      ), expected as (
+        select ${sql.unsafe(`${encodedPart('r.source')} || ':' || ${encodedPart('r.event_id')}`)} || ':forward' as key
+        from recent r where r.source = any(${forwardSources}::text[])
+        union all
+        select ${sql.unsafe(`${encodedPart('r.source')} || ':' || ${encodedPart('r.event_id')}`)} || ':route:' || er.route_id
+        from recent r join event_routes er on er.event_row_id = r.id and er.status = 'done'
+        where r.source || '/' || er.route_id = any(${forwardRoutes}::text[])
+      )
+      select x.key, o.status::text as status from expected x
+      left join operations o on o.operation_key = x.key
+      where o.status is distinct from 'completed'
+      limit ${scanLimit}`
+    const byKey = new Map<string, string>()
+    for (const row of [...open, ...missing]) byKey.set(row.key, row.status ?? 'no operation')
+    if (byKey.size === 0) return noFindings()
+    const bounded = open.length >= scanLimit || missing.length >= scanLimit
+    return found({
+      code: 'events.done_unsettled',
+      severity: 'error',
+      message: `${counted(byKey.size, bounded)} DONE event(s) have a forward or route operation that is not completed`,
+      fix: 'look at each operation (`/admin/operations`) and its destination: if the delivery did not happen, replay the event once its operation is settled; a DONE event is not delivered again by itself',
+      count: byKey.size,
+      countIsLowerBound: bounded,
+      examples: [...byKey].slice(0, EXAMPLES).map(([key, status]) => `${key} (${status})`),
+    })
+  },
+}
+
+/**
+ * `in_progress` operations whose lease ran out more than `leaseMarginMs` ago: nobody holds them, and
+ * nothing takes them over until their caller invokes the same key again.
+ */
+export const staleLeases: Check = {
+  name: 'stale_leases',
+  async run({ sql, leaseMarginMs, scanLimit }) {
+    const expired = sql`o.status = 'in_progress'
+      and coalesce(o.lease_until, o.updated_at) < now() - ${leaseMarginMs} * interval '1 millisecond'`
+    const [{ n } = { n: 0 }] = await sql<Array<{ n: number }>>`
+      select count(*)::int as n from (select 1 from operations o where ${expired} limit ${scanLimit}) x`
+    if (n === 0) return noFindings()
+    const rows = await sql<Array<{ key: string; attempt: string | null }>>`
+      select o.operation_key as key, a.status::text as attempt from operations o
+      left join operation_attempts a on a.operation_id = o.id and a.attempt = o.attempts
+      where ${expired} order by o.lease_until nulls first limit ${EXAMPLES}`
+    return found({
+      code: 'operations.stale_lease',
+      severity: 'error',
+      message: `${counted(n, n >= scanLimit)} operation(s) are in_progress with a lease that ran out over ${Math.round(leaseMarginMs / 1000)} s ago and no live attempt`,
+      fix: 'invoke the same key again: a retry of its event (replay) or of the workflow takes the lease over, and an attempt left in flight then becomes needs_reconciliation',
+      count: n,
+      countIsLowerBound: n >= scanLimit,
+      examples: rows.map((row) => `${row.key} (newest attempt: ${row.attempt ?? 'none'})`),
+    })
+  },
+}
+
+/** The foreign keys that make an attempt without its operation (or event) impossible. */
+const ATTEMPT_KEYS = [
+  { table: 'operation_attempts', column: 'operation_id', parent: 'operations' },
+  { table: 'event_attempts', column: 'event_row_id', parent: 'inbound_events' },
+] as const
+
+/**
+ * Attempts whose operation or event row is gone. The foreign keys (ON DELETE CASCADE) rule this out
+ * unless they were dropped, their triggers disabled, or rows loaded with `session_replication_role =
+ * replica` (a restore with --disable-triggers): so the keys are checked, and the newest attempts read.
+ */
+export const orphanAttempts: Check = {
+  name: 'orphan_attempts',
+  async run({ sql, scanLimit }) {
+    const findings: Finding[] = []
+    for (const { table, column, parent } of ATTEMPT_KEYS) {
+      const [guard] = await sql<Array<{ present: boolean; enforced: boolean }>>`
+        select count(c.oid) > 0 as present,
+          coalesce(bool_and(c.convalidated and not exists (
+            select 1 from pg_trigger t where t.tgconstraint = c.oid and t.tgenabled = 'D')), false) as enforced
+        from pg_constraint c
+        where c.contype = 'f' and c.conrelid = ${table}::regclass and c.confrelid = ${parent}::regclass`
+      if (guard === undefined || !guard.enforced) {
+        findings.push({
+          code: 'schema.foreign_key_off',
+          severity: 'error',
+          message: `${table}.${column} → ${parent}: the foreign key is ${guard?.present ? 'not enforced (disabled trigger or not validated)' : 'missing'}`,
+          fix: `restore it: \`alter table ${table} enable trigger all\`, or drop the orphans and run \`hookledger migrate\` on a fresh database to compare the schema`,
+          count: 1,
+          examples: [table],
+        })
+      }
+      const orphans = await sql<Array<{ id: string; parent: string }>>`
+        select a.id::text as id, a.${sql(column)}::text as parent
+        from (select id, ${sql(column)} from ${sql(table)} order by id desc limit ${scanLimit}) a
+        where not exists (select 1 from ${sql(parent)} p where p.id = a.${sql(column)})
+        limit ${scanLimit}`
+      if (orphans.length === 0) continue
+      findings.push({
+        code: `${table === 'operation_attempts' ? 'operations' : 'events'}.orphan_attempts`,
+        severity: 'error',
+        message: `${orphans.length} ${table} row(s) name a ${parent} row that does not exist (of the newest ${scanLimit})`,
+        fix: `delete them (\`delete from ${table} a where not exists (select 1 from ${parent} p where p.id = a.${column})\`) and find how they lost their parent: a restore with triggers disabled, or a manual delete`,
+        count: orphans.length,
+        countIsLowerBound: orphans.length >= scanLimit,
+        examples: orphans.slice(0, EXAMPLES).map((row) => `attempt ${row.id} → ${parent} ${row.parent}`),
+      })
+    }
+    return { findings, notes: [] }
+  },
+}
+
+/**
+ * Operations in `needs_reconciliation` for longer than the bound, counted from the audit entry that
+ * put them there (the reconciler's lease moves updated_at on every try).
+ */
+export const staleReconciliation: Check = {
+  name: 'stale_reconciliation',
+  async run(context: DoctorContext) {
+    const { sql, reconciliationBoundMs, scanLimit } = context
+    const rows = await sql<Array<{ key: string; tool: string; since: Date; error: string | null }>>`
+      select * from (
+        select o.operation_key as key, o.tool, o.last_error as error,
+          coalesce((select max(au.at) from operation_audit au
+            where au.operation_id = o.id and au.to_status = 'needs_reconciliation'), o.updated_at) as since
+        from operations o where o.status = 'needs_reconciliation'
+        order by o.updated_at limit ${scanLimit}
+      ) x where since < now() - ${reconciliationBoundMs} * interval '1 millisecond'
+      order by since`
+    if (rows.length === 0) return noFindings()
+    return found({
+      code: 'operations.stale_reconciliation',
+      severity: 'warning',
+      message: `${counted(rows.length, rows.length >= scanLimit)} operation(s) have been needs_reconciliation for over ${describeMs(reconciliationBoundMs)}`,
+      fix: 'make sure a worker runs (it reconciles due rows) and read each last_error; a tool without a reconcile hook needs a person: `hookledger approvals list`',
+      count: rows.length,
+      countIsLowerBound: rows.length >= scanLimit,
+      examples: rows
+        .slice(0, EXAMPLES)
+        .map((row) => `${row.key} (${row.tool}, since ${row.since.toISOString()})`),
+    })
+  },
+}
+
+export function describeMs(ms: number): string {
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`
+  if (ms % 60_000 === 0) return `${ms / 60_000} min`
+  return `${ms / 1000} s`
+}

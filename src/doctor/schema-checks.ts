@@ -1,0 +1,101 @@
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { configuredDedupKey, dedupKeyDrift, type VersionedDedupKey } from '../db/dedup-keys.js'
+import { PROVIDER_EVENT_ID } from '../inbound/dedup-key.js'
+import { type Check, EXAMPLES, found, noFindings } from './types.js'
+
+interface JournalEntry {
+  tag: string
+  when: number
+}
+
+/**
+ * Migrations in the journal that the ledger has not applied. drizzle's migrator applies every entry
+ * whose `when` is later than the newest row of drizzle.__drizzle_migrations, so that is the test; a
+ * ledger newer than this build (rows later than the journal's last entry) is reported too.
+ */
+export function pendingMigrations(folder: string): Check {
+  return {
+    name: 'migrations',
+    async run({ sql }) {
+      const journal = JSON.parse(await readFile(join(folder, 'meta', '_journal.json'), 'utf8')) as {
+        entries: JournalEntry[]
+      }
+      const [table] = await sql<Array<{ present: boolean }>>`
+        select to_regclass('drizzle.__drizzle_migrations') is not null as present`
+      let last = Number.NEGATIVE_INFINITY
+      if (table?.present) {
+        const [row] = await sql<Array<{ last: string | null }>>`
+          select max(created_at)::text as last from drizzle.__drizzle_migrations`
+        if (row?.last != null) last = Number(row.last)
+      }
+      const pending = journal.entries.filter((entry) => entry.when > last)
+      const newest = Math.max(...journal.entries.map((entry) => entry.when))
+      if (pending.length > 0) {
+        return found({
+          code: 'migrations.pending',
+          severity: 'error',
+          message: `${pending.length} migration(s) are not applied to this ledger`,
+          fix: 'run `hookledger migrate` (every `serve` also applies them at start)',
+          count: pending.length,
+          examples: pending.slice(0, EXAMPLES).map((entry) => entry.tag),
+        })
+      }
+      if (last > newest) {
+        return found({
+          code: 'migrations.ledger_newer',
+          severity: 'warning',
+          message:
+            'the ledger has migrations this build does not know: it was migrated by a newer hookledger',
+          fix: 'run the hookledger version that migrated it (downgrades are not supported)',
+          count: 1,
+          examples: [`applied up to ${new Date(last).toISOString()}`],
+        })
+      }
+      return noFindings()
+    },
+  }
+}
+
+/**
+ * A source's configured dedup key against the one its events are keyed by (source_dedup_keys), as
+ * start-up compares them (src/db/dedup-keys.ts): a changed definition under the same version would
+ * merge or split events, so the next start refuses it.
+ */
+export const dedupKeys: Check = {
+  name: 'dedup_keys',
+  async run({ sql, config }) {
+    const ids = [...config.sources.keys()]
+    const rows = await sql<
+      Array<{
+        source: string
+        version: number | null
+        definition: VersionedDedupKey['definition'] | null
+        kept: boolean
+      }>
+    >`
+      select s.source, k.version, k.definition,
+        exists (select 1 from inbound_events e where e.source = s.source) as kept
+      from unnest(${ids}::text[]) as s(source) left join source_dedup_keys k on k.source = s.source`
+    const problems: string[] = []
+    for (const row of rows) {
+      const source = config.sources.get(row.source)
+      if (source === undefined || !row.kept) continue
+      const recorded: VersionedDedupKey =
+        row.version !== null && row.definition !== null
+          ? { version: row.version, definition: row.definition }
+          : { version: 1, definition: PROVIDER_EVENT_ID }
+      const problem = dedupKeyDrift(row.source, recorded, configuredDedupKey(source))
+      if (problem !== undefined) problems.push(problem)
+    }
+    if (problems.length === 0) return noFindings()
+    return found({
+      code: 'config.dedup_key_changed',
+      severity: 'error',
+      message: `${problems.length} source(s) changed their dedupKey without raising dedupKey.version; the next start refuses it`,
+      fix: 'restore the recorded definition, or raise dedupKey.version (new events are then keyed the new way)',
+      count: problems.length,
+      examples: problems.slice(0, EXAMPLES),
+    })
+  },
+}

@@ -1,0 +1,199 @@
+import type { Config } from '../config/config.js'
+import { ConfigError } from '../config/errors.js'
+import { ledgerPoolSize } from '../db/client.js'
+import {
+  type Check,
+  type CheckOutcome,
+  type DoctorContext,
+  EXAMPLES,
+  type Finding,
+  found,
+  noFindings,
+} from './types.js'
+
+const TRUE_WORDS = /^(t|tr|tru|true|on|y|ye|yes|1)$/i
+
+/**
+ * PostgreSQL settings the ledger's promises rest on, as a session of this database sees them
+ * (`ALTER DATABASE … SET` and role settings included): a commit that is not flushed before the 200
+ * (synchronous_commit off) can be lost in a crash; without autovacuum, plans go stale as tables grow
+ * (README "Autovacuum"), globally or per table (`autovacuum_enabled = false`).
+ */
+export const postgresSettings: Check = {
+  name: 'postgres_settings',
+  async run({ sql }) {
+    const findings: Finding[] = []
+    const settings = await readSettings(sql)
+    if (settings.get('synchronous_commit') === 'off') {
+      findings.push({
+        code: 'postgres.synchronous_commit_off',
+        severity: 'error',
+        message:
+          'synchronous_commit is off for this database: a 200 can answer a commit that a PostgreSQL crash then loses, and the provider does not retry it',
+        fix: 'turn it on where it was turned off: `alter database <name> reset synchronous_commit` (or `alter role … reset`, or postgresql.conf)',
+        count: 1,
+        examples: ['synchronous_commit=off'],
+      })
+    }
+    const autovacuum = settings.get('autovacuum') ?? 'on'
+    const counts = settings.get('track_counts') ?? 'on'
+    if (!TRUE_WORDS.test(autovacuum) || !TRUE_WORDS.test(counts)) {
+      findings.push({
+        code: 'postgres.autovacuum_off',
+        severity: 'warning',
+        message: `autovacuum does not run (autovacuum=${autovacuum}, track_counts=${counts}): the ledger's plans are never refreshed as its tables grow`,
+        fix: 'set autovacuum = on and track_counts = on in postgresql.conf and reload',
+        count: 1,
+        examples: [`autovacuum=${autovacuum}`, `track_counts=${counts}`],
+      })
+    }
+    const tables = await sql<Array<{ name: string }>>`
+      select c.relname as name from pg_class c
+      where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p')
+        and exists (select 1 from unnest(c.reloptions) o
+          where o ilike 'autovacuum_enabled=%' and not split_part(o, '=', 2) ~* ${TRUE_WORDS.source})
+      order by c.relname`
+    if (tables.length > 0) {
+      findings.push({
+        code: 'postgres.table_autovacuum_off',
+        severity: 'warning',
+        message: `autovacuum is turned off on ${tables.length} ledger table(s)`,
+        fix: `turn it back on: ${tables.map((t) => `\`alter table ${t.name} reset (autovacuum_enabled)\``).join(', ')}`,
+        count: tables.length,
+        examples: tables.slice(0, EXAMPLES).map((t) => t.name),
+      })
+    }
+    return { findings, notes: [] }
+  },
+}
+
+async function readSettings(sql: DoctorContext['sql']): Promise<Map<string, string>> {
+  const rows = await sql<Array<{ name: string; setting: string }>>`
+    select name, setting from pg_settings where name = any(${[
+      'synchronous_commit',
+      'autovacuum',
+      'track_counts',
+      'max_connections',
+      'superuser_reserved_connections',
+      'reserved_connections',
+    ]}::text[])`
+  return new Map(rows.map((row) => [row.name, row.setting]))
+}
+
+/** Connections `hookledger approvals` and the like hold beside the service (README "Connection budget"). */
+const ADMIN_TOOL_CONNECTIONS = 2
+
+/**
+ * The pools of the processes the operator says run (`--processes`, default one `--role all`), each
+ * plus its migration connection at start, plus the admin tools, against max_connections less its
+ * reserved slots. Sizes come from ledgerPoolSize, as each process computes its own.
+ */
+export const connectionBudget: Check = {
+  name: 'connection_budget',
+  async run({ sql, config, processes }) {
+    const settings = await readSettings(sql)
+    const max = Number(settings.get('max_connections') ?? 100)
+    const reserved =
+      Number(settings.get('superuser_reserved_connections') ?? 0) +
+      Number(settings.get('reserved_connections') ?? 0)
+    const usable = max - reserved
+    const poolOf = (runsApi: boolean, runsWorker: boolean) =>
+      ledgerPoolSize({
+        configured: config.file.database.poolSize,
+        runsApi,
+        runsWorker,
+        workerConcurrency: config.file.worker.concurrency,
+      })
+    let pools: { all: number; api: number; worker: number }
+    try {
+      pools = { all: poolOf(true, true), api: poolOf(true, false), worker: poolOf(false, true) }
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error
+      return found({
+        code: 'config.pool_too_small',
+        severity: 'error',
+        message: error.message.replace(/^invalid config:\s*-\s*/, ''),
+        fix: 'raise database.poolSize (or remove it to size the pool by role)',
+        count: 1,
+        examples: [`database.poolSize=${config.file.database.poolSize}`],
+      })
+    }
+    const parts = (['all', 'api', 'worker'] as const)
+      .filter((role) => processes[role] > 0)
+      .map((role) => ({ role, count: processes[role], each: pools[role] + 1 }))
+    const needed = parts.reduce((sum, part) => sum + part.count * part.each, ADMIN_TOOL_CONNECTIONS)
+    if (needed <= usable) return noFindings()
+    const sum = parts.map((part) => `${part.count} × ${part.each} (${part.role})`).join(' + ')
+    return found({
+      code: 'postgres.max_connections',
+      severity: 'error',
+      message: `the pools need up to ${needed} connections (${sum} + ${ADMIN_TOOL_CONNECTIONS} admin), more than max_connections ${max} less ${reserved} reserved = ${usable}`,
+      fix: 'raise max_connections (restart) or lower database.poolSize / worker.concurrency; pass --processes as deployed (e.g. api=2,worker=3) for an exact budget',
+      count: 1,
+      examples: [`max_connections=${max}`, `needed=${needed}`],
+    })
+  },
+}
+
+/** The tightest signed-timestamp tolerance among the configured sources, in seconds, if any has one. */
+export function smallestTolerance(config: Config): { seconds: number; source: string } | undefined {
+  let smallest: { seconds: number; source: string } | undefined
+  for (const [id, source] of config.sources) {
+    const verify = source.config.verify
+    const seconds =
+      'toleranceSeconds' in verify
+        ? verify.toleranceSeconds
+        : verify.scheme === 'hmac'
+          ? verify.timestamp?.toleranceSeconds
+          : undefined
+    if (seconds !== undefined && (smallest === undefined || seconds < smallest.seconds)) {
+      smallest = { seconds, source: id }
+    }
+  }
+  return smallest
+}
+
+/** The share of a tolerance the clocks may disagree by before it is a finding. */
+const SKEW_SHARE = 0.1
+/** Without a timestamped source: leases, retention and the evidence margin still read clocks. */
+const DEFAULT_SKEW_BOUND_MS = 30_000
+
+/**
+ * This host's clock against PostgreSQL's. Signatures are checked against the receiving host's clock,
+ * leases and retention against PostgreSQL's: a host off by a tenth of the tightest tolerance eats
+ * into it (an error once it exceeds the tolerance: every timestamped delivery could be refused).
+ */
+export const clockSkew: Check = {
+  name: 'clock_skew',
+  async run({ sql, config, clock }): Promise<CheckOutcome> {
+    const tolerance = smallestTolerance(config)
+    const boundMs = tolerance === undefined ? DEFAULT_SKEW_BOUND_MS : tolerance.seconds * 1000 * SKEW_SHARE
+    const before = clock()
+    const [row] = await sql<
+      Array<{ now: string }>
+    >`select (extract(epoch from clock_timestamp()) * 1000)::text as now`
+    const after = clock()
+    const database = Number(row?.now)
+    const roundTripMs = after - before
+    if (roundTripMs > boundMs) {
+      return {
+        findings: [],
+        notes: [{ check: 'clock_skew', message: `not measured: the round trip took ${roundTripMs} ms` }],
+      }
+    }
+    const skewMs = Math.round((before + after) / 2 - database)
+    if (Math.abs(skewMs) <= boundMs) return noFindings()
+    const against =
+      tolerance === undefined
+        ? `the ${DEFAULT_SKEW_BOUND_MS / 1000} s bound`
+        : `${SKEW_SHARE * 100}% of the smallest signature tolerance (${tolerance.seconds} s, source '${tolerance.source}')`
+    return found({
+      code: 'clock.skew',
+      severity: tolerance !== undefined && Math.abs(skewMs) > tolerance.seconds * 1000 ? 'error' : 'warning',
+      message: `this host's clock is ${(skewMs / 1000).toFixed(1)} s ${skewMs > 0 ? 'ahead of' : 'behind'} PostgreSQL's, beyond ${against}`,
+      fix: 'synchronise both machines with NTP (chrony, systemd-timesyncd)',
+      count: 1,
+      examples: [`skew=${skewMs} ms`],
+    })
+  },
+}
