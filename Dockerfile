@@ -3,7 +3,7 @@
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-# npm ci's postinstall applies patches/ (the postgres driver's reset fix) with patch-package.
+# npm ci's prepare script applies patches/ (the postgres driver's reset fix) with patch-package.
 COPY patches ./patches
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
@@ -37,5 +37,5 @@ EXPOSE 3000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
   CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||3000)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 # `serve` applies pending migrations under an advisory lock before it listens, so replicas may start together.
-ENTRYPOINT ["node", "bin/hookledger.js"]
+ENTRYPOINT ["node", "--", "bin/hookledger.js"]
 CMD ["serve", "--role", "all"]

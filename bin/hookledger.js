@@ -1,4 +1,7 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --
+// The `--` above ends node's own options: node 20 otherwise takes `--env-file PATH` anywhere on the
+// command line as its own flag, and answers a missing file with `node: PATH: not found` (exit 9)
+// before this file runs. After `--`, the flag reaches src/cli/env-file.ts.
 import { existsSync } from 'node:fs'
 
 // In a clone (src/ present), dist/ is compiled first when missing or older than the sources, so

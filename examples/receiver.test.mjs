@@ -1,6 +1,12 @@
 // A test of your own receiver with `hookledger/testing`: sign a delivery the way the provider does,
 // send it twice, and check its effect happened once. It runs on node's own test runner:
 //
+//   node --test examples/receiver.test.mjs
+//
+// needs no server: without DATABASE_URL it runs in embedded mode on a data folder of its own
+// (./.hookledger-receiver-test), never the dev ledger that `npm start` owns, so it runs beside it and
+// leaves its test rows out of it. With your own PostgreSQL, give it a database of its own:
+//
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/shop_test node --test examples/receiver.test.mjs
 //
 // (the database is created if missing; REDIS_URL optional).
@@ -17,7 +23,13 @@ let service
 
 before(async () => {
   // Port 0: any free port, so tests never collide; the handler is the code under test.
-  const env = readEnvironment({ ...process.env, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent' })
+  const env = readEnvironment({
+    HOOKLEDGER_DATA_DIR: './.hookledger-receiver-test',
+    ...process.env,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'silent',
+  })
   const config = buildConfig(
     { sources: [{ id: 'stripe', verify: { scheme: 'stripe', secrets: [SECRET] } }] },
     env.lookup,

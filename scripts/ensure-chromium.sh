@@ -8,8 +8,10 @@ CHROMIUM=/usr/bin/chromium
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "pretest: $CHROMIUM is missing; installing Debian's chromium (apt-get)" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q >&2
-  apt-get install -y -q chromium >&2
+  # Another apt (unattended upgrades, a second test run) may hold the dpkg and lists locks: wait for
+  # them, up to 5 minutes, rather than fail the run outright.
+  apt-get -o DPkg::Lock::Timeout=300 update -q >&2
+  apt-get -o DPkg::Lock::Timeout=300 install -y -q chromium >&2
   [ -x "$CHROMIUM" ] && exit 0
 fi
 echo "pretest: the admin page's browser test needs $CHROMIUM: install Debian's chromium (as root: apt-get install chromium) and run npm test again" >&2

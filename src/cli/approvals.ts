@@ -14,11 +14,17 @@ const DECISIONS: readonly Decision[] = ['retry', 'record_success', 'abandon']
 /** `hookledger approvals …`: the human gate from a terminal, on the ledger database directly. */
 export async function approvalsCommand(
   args: string[],
-  databaseUrl: string,
+  databaseUrl: () => Promise<string>,
   out: (text: string) => void,
 ): Promise<number> {
   const [sub, ...rest] = args
-  const ledger = openLedger(databaseUrl, { max: 2 })
+  // The arguments are checked before the ledger is looked for: a mistyped id is named as such,
+  // whether or not a ledger is running.
+  let ledger: ReturnType<typeof openLedger> | undefined
+  const db = async () => {
+    ledger ??= openLedger(await databaseUrl(), { max: 2 })
+    return ledger.db
+  }
   try {
     switch (sub) {
       case 'list': {
@@ -27,7 +33,7 @@ export async function approvalsCommand(
           options: { all: { type: 'boolean', default: false } },
           strict: true,
         })
-        const rows = await listApprovals(ledger.db, values.all ? {} : { status: 'pending' })
+        const rows = await listApprovals(await db(), values.all ? {} : { status: 'pending' })
         for (const row of rows) {
           out(
             `${row.id}  ${row.status}  ${row.tool} (${row.effect})  ${row.operationKey}  ${row.reason}  proposed: ${row.proposedAction}`,
@@ -40,7 +46,8 @@ export async function approvalsCommand(
         const { positionals } = parseCommandLine({ args: rest, allowPositionals: true, strict: true })
         const id = positionals[0]
         if (id === undefined) throw usageError('approvals show needs an approval ID')
-        const view = await showApproval(ledger.db, id)
+        assertApprovalId(id)
+        const view = await showApproval(await db(), id)
         if (view === undefined) throw new CliError(`no approval ${id}`)
         out(JSON.stringify(view, null, 2))
         return 0
@@ -64,13 +71,16 @@ export async function approvalsCommand(
         if (id === undefined || !DECISIONS.includes(decision) || values.by === undefined) {
           throw usageError(`approvals decide needs an ID, --decision ${DECISIONS.join('|')} and --by NAME`)
         }
-        const outcome = await decide(ledger.db, {
+        assertApprovalId(id)
+        const evidence = parseJsonFlag(values.evidence, '--evidence')
+        const result = parseJsonFlag(values.result, '--result')
+        const outcome = await decide(await db(), {
           approvalId: id,
           decision,
           by: values.by,
           payloadHash: values['payload-hash'],
-          evidence: parseJsonFlag(values.evidence, '--evidence'),
-          result: parseJsonFlag(values.result, '--result'),
+          evidence,
+          result,
           note: values.note,
         })
         switch (outcome.kind) {
@@ -95,6 +105,17 @@ export async function approvalsCommand(
         throw usageError(`approvals: unknown subcommand '${sub ?? ''}' (list, show or decide)`)
     }
   } finally {
-    await ledger.close()
+    await ledger?.close()
+  }
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+/** An approval id is a uuid: anything else is a mistake to name, not a query for the database to refuse. */
+function assertApprovalId(id: string): void {
+  if (!UUID.test(id)) {
+    throw usageError(
+      `'${id}' is not an approval id: approval ids are uuids, as \`hookledger approvals list\` prints them`,
+    )
   }
 }

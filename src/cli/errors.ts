@@ -1,6 +1,7 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util'
 import { ConfigError } from '../config/config.js'
 import { EnvironmentError } from '../config/env.js'
+import { EmbeddedPostgresError } from '../db/embedded.js'
 import { FixtureError } from '../fixtures.js'
 
 /** The command ran but failed: a file that cannot be read, an approval that is not there. */
@@ -32,7 +33,9 @@ export function parseCommandLine<T extends ParseArgsConfig>(config: T): ReturnTy
     return parseArgs(config)
   } catch (error) {
     if (error instanceof TypeError && 'code' in error && String(error.code).startsWith('ERR_PARSE_ARGS')) {
-      throw usageError(error.message)
+      // node's advice on positionals that start with '-' (with a quote it never closes) fits a
+      // typo'd flag badly: the flag's name is the whole message.
+      throw usageError(error.message.replace(/\. To specify a positional argument .*$/s, ''))
     }
     throw error
   }
@@ -57,6 +60,9 @@ function operatorMistake(error: unknown): CliError | undefined {
   if (error instanceof ConfigError || error instanceof EnvironmentError || error instanceof FixtureError) {
     return new CliError(error.message)
   }
+  // The data folder in use, no binaries for this platform, root without a postgres user: the
+  // machine's state, which the message names how to change. A server that crashed is not.
+  if (error instanceof EmbeddedPostgresError && error.operatorFixable) return new CliError(error.message)
   return undefined
 }
 
@@ -68,17 +74,31 @@ export function asCliError(error: unknown): never {
 /**
  * The one way a command ends on an error: a mistake is one line on stderr and its exit code (a
  * usage mistake adds where the usage is), anything else prints its stack, since that is a bug to
- * report. Returns the exit code.
+ * report. With `debug` (the `--debug` flag) a mistake prints its stack after the line too.
+ * Returns the exit code.
  */
-export function reportFailure(error: unknown, command: string, writeStderr: (text: string) => void): number {
+export function reportFailure(
+  error: unknown,
+  command: string,
+  writeStderr: (text: string) => void,
+  options: { debug?: boolean } = {},
+): number {
   const mistake = operatorMistake(error)
   if (mistake === undefined) {
     writeStderr(`${command}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`)
     return EXIT_FAILURE
   }
-  const hint = mistake.exitCode === EXIT_USAGE ? ' (usage: hookledger --help)' : ''
+  const hint = mistake.exitCode === EXIT_USAGE ? ` (usage: ${usageHint(command)})` : ''
   writeStderr(`${command}: ${oneLine(mistake.message)}${hint}\n`)
+  if (options.debug === true && error instanceof Error && error.stack !== undefined) {
+    writeStderr(`${error.stack}\n`)
+  }
   return mistake.exitCode
+}
+
+/** `hookledger sign --help` for a subcommand's mistake, `hookledger --help` for the CLI's own. */
+function usageHint(command: string): string {
+  return command === 'hookledger' ? 'hookledger --help' : `${command} --help`
 }
 
 /** Messages listing several problems (the environment, a config file) joined onto one line. */
@@ -99,13 +119,13 @@ function oneLine(message: string): string {
  */
 export async function reportingCliErrors(
   command: string,
-  io: { stderr: (text: string) => void },
+  io: { stderr: (text: string) => void; debug?: boolean },
   body: () => Promise<number>,
 ): Promise<number> {
   try {
     return await body()
   } catch (error) {
-    if (error instanceof CliError) return reportFailure(error, command, io.stderr)
+    if (error instanceof CliError) return reportFailure(error, command, io.stderr, { debug: io.debug })
     throw error
   }
 }

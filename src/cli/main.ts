@@ -4,40 +4,34 @@ import { runningEmbeddedUrl } from '../db/embedded.js'
 import { migrateLedger } from '../db/migrate.js'
 import { createLogger } from '../logger.js'
 import { type Role, startService } from '../service/service.js'
-import { APPROVALS_USAGE, approvalsCommand } from './approvals.js'
-import { BACKFILL_USAGE, runBackfillCommand } from './backfill.js'
-import { DOCTOR_USAGE, runDoctorCommand } from './doctor.js'
-import { DEFAULT_ENV_FILE, readCommandLine } from './env-file.js'
+import { approvalsCommand } from './approvals.js'
+import { runBackfillCommand } from './backfill.js'
+import { runDoctorCommand } from './doctor.js'
+import { readCommandLine } from './env-file.js'
 import { parseCommandLine, reportFailure, usageError } from './errors.js'
-import { REPLAY_USAGE, runReplay } from './replay.js'
-import { ROUTES_USAGE, routesCommand } from './routes.js'
-import { runSign, SIGN_USAGE } from './sign.js'
-
-const USAGE = `usage:
-  hookledger serve [--role all|api|worker] [--config PATH]   run the receiver and/or the worker
-  hookledger migrate                                          apply pending ledger migrations, then exit
-${APPROVALS_USAGE}
-${BACKFILL_USAGE}
-${DOCTOR_USAGE}
-${ROUTES_USAGE}
-${SIGN_USAGE}
-${REPLAY_USAGE}
-
-options:     --env-file PATH   variables for any command (default ./${DEFAULT_ENV_FILE} when present);
-                               variables already set in the environment win
-
-environment: DATABASE_URL, REDIS_URL (both unset: embedded mode), HOOKLEDGER_DATA_DIR (./.hookledger),
-             PORT (3000), HOST (0.0.0.0), HOOKLEDGER_CONFIG (./hookledger.config.json), LOG_LEVEL (info),
-             ADMIN_TOKEN, AGENT_TOKEN, METRICS_TOKEN`
+import { asksForHelp, commandHelp, overallUsage, packageVersion } from './help.js'
+import { runReplay } from './replay.js'
+import { routesCommand } from './routes.js'
+import { runSign } from './sign.js'
 
 const ROLES: readonly Role[] = ['all', 'api', 'worker']
 
-async function main(argv: string[]): Promise<number> {
+async function main(argv: string[], debug: boolean): Promise<number> {
   const { args, environment } = readCommandLine(argv, process.env)
   const [command, ...rest] = args
-  if (command === undefined || command === '--help' || command === 'help') {
-    process.stdout.write(`${USAGE}\n`)
+  if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
+    process.stdout.write(`${overallUsage()}\n`)
     return command === undefined ? 2 : 0
+  }
+  if (command === '--version' || command === '-v' || command === 'version') {
+    process.stdout.write(`${packageVersion()}\n`)
+    return 0
+  }
+  if (asksForHelp(rest)) {
+    const help = commandHelp(command)
+    if (help === undefined) throw usageError(`unknown command '${command}'`)
+    process.stdout.write(`${help}\n`)
+    return 0
   }
   if (command === 'serve') {
     const { values } = parseCommandLine({
@@ -77,6 +71,7 @@ async function main(argv: string[]): Promise<number> {
   const io = {
     stdout: (text: string) => process.stdout.write(text),
     stderr: (text: string) => process.stderr.write(text),
+    debug,
   }
   if (command === 'sign') return runSign(rest, readClientEnvironment(environment), io)
   if (command === 'replay') return runReplay(rest, readClientEnvironment(environment), io)
@@ -96,8 +91,12 @@ async function main(argv: string[]): Promise<number> {
     return runDoctorCommand(rest, { environment: () => readEnvironment(environment), ledgerUrl }, io)
   }
   if (command === 'approvals') {
-    const url = await ledgerUrl(readEnvironment(environment))
-    return approvalsCommand(rest, url, (line) => process.stdout.write(`${line}\n`))
+    const env = readEnvironment(environment)
+    return approvalsCommand(
+      rest,
+      () => ledgerUrl(env),
+      (line) => process.stdout.write(`${line}\n`),
+    )
   }
   if (command === 'routes') {
     const url = await ledgerUrl(readEnvironment(environment))
@@ -117,7 +116,22 @@ async function ledgerUrl(env: Environment): Promise<string> {
   return url
 }
 
-main(process.argv.slice(2)).then(
+/** `--debug` anywhere before a `--`: kept out of the arguments every command parses. */
+function takeDebugFlag(argv: string[]): { argv: string[]; debug: boolean } {
+  const end = argv.indexOf('--')
+  const options = end === -1 ? argv : argv.slice(0, end)
+  const rest = end === -1 ? [] : argv.slice(end)
+  return {
+    argv: [...options.filter((arg) => arg !== '--debug'), ...rest],
+    debug: options.includes('--debug'),
+  }
+}
+
+const commandLine = takeDebugFlag(process.argv.slice(2))
+main(commandLine.argv, commandLine.debug).then(
   (code) => process.exit(code),
-  (error: unknown) => process.exit(reportFailure(error, 'hookledger', (text) => process.stderr.write(text))),
+  (error: unknown) =>
+    process.exit(
+      reportFailure(error, 'hookledger', (text) => process.stderr.write(text), { debug: commandLine.debug }),
+    ),
 )

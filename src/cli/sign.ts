@@ -9,6 +9,8 @@ export const SIGN_USAGE = `  hookledger sign --source ID FILE [--curl] [--url UR
 export interface CommandIo {
   stdout: (text: string) => void
   stderr: (text: string) => void
+  /** `--debug`: a mistake's stack is printed after its one line. */
+  debug?: boolean
 }
 
 /**

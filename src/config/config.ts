@@ -33,8 +33,11 @@ export const DEFAULT_RETENTION_DAYS = 30
 const statementTimeout = (defaultMs: number) => z.number().int().min(100).max(3_600_000).default(defaultMs)
 
 const forwardHandlerSchema = z.object({
+  /** `forward`: POST each event's raw body and signature headers to `url`. */
   type: z.literal('forward'),
+  /** Where events are forwarded (http or https). */
   url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }),
+  /** The time limit of one send; no answer by then is a failed attempt, retried with backoff. */
   timeoutMs: z.number().int().min(100).max(120_000).default(10_000),
 })
 
@@ -42,7 +45,9 @@ export const handlerConfigSchema = z.discriminatedUnion('type', [forwardHandlerS
 export type HandlerConfig = z.infer<typeof handlerConfigSchema>
 
 const sourceSchema = z.object({
+  /** The source's name: its webhooks arrive at `/webhooks/<id>`. */
   id: z.string().regex(SOURCE_ID, 'must be 1-63 lower-case letters, digits, "-" or "_"'),
+  /** How deliveries are verified: the provider's signature scheme and its secrets (`env:NAME` reads a variable). */
   verify: verifyConfigSchema,
   /** Absent when the handler is registered in code (`handlers: { [id]: fn }`). */
   handler: handlerConfigSchema.optional(),
@@ -56,6 +61,7 @@ const sourceSchema = z.object({
    * order they were received; a failing one holds back only the events with its key.
    */
   orderingKey: orderingKeySchema.optional(),
+  /** This source's largest body (413 above it); unset, `server.bodyLimitBytes`. */
   bodyLimitBytes: z
     .number()
     .int()
@@ -95,9 +101,12 @@ const checkedSourceSchema = sourceSchema.superRefine((source, context) => {
 })
 
 export const configFileSchema = z.object({
+  /** The senders whose webhooks this server takes, one entry each. */
   sources: z.array(checkedSourceSchema),
+  /** The HTTP server: body limits and timeouts against slow or oversized clients. */
   server: z
     .object({
+      /** The largest webhook body any source takes (413 above it). */
       bodyLimitBytes: z
         .number()
         .int()
@@ -130,11 +139,16 @@ export const configFileSchema = z.object({
       path: ['headersTimeoutMs'],
     })
     .prefault({}),
+  /** The worker that runs handlers and forwards: how many at once, and how often it retries. */
   worker: z
     .object({
+      /** Handlers and forwards running at once in this process. */
       concurrency: z.number().int().min(1).max(256).default(8),
+      /** Attempts of an event (the first included) before it is FAILED. */
       maxAttempts: z.number().int().min(1).max(100).default(8),
+      /** The wait after an event's first failed attempt; it doubles after each further one. */
       backoffBaseMs: z.number().int().min(1).default(1000),
+      /** The longest wait between two attempts of an event. */
       backoffMaxMs: z
         .number()
         .int()
@@ -152,8 +166,10 @@ export const configFileSchema = z.object({
       path: ['leaseMs'],
     })
     .prefault({}),
+  /** The relay: hands committed events with no job (Redis was down, the process died) to the queue. */
   relay: z
     .object({
+      /** How often the relay looks for committed events that have no job. */
       intervalMs: z.number().int().min(50).default(1000),
       /** A committed row with no job this long after it arrived is handed to the queue by the relay. */
       graceMs: z.number().int().min(0).default(2000),
@@ -161,6 +177,7 @@ export const configFileSchema = z.object({
       orphanAfterMs: z.number().int().min(1000).default(60_000),
     })
     .prefault({}),
+  /** Deleting what is kept no longer: DONE events after their source's `retentionDays`, settled operations after `operationDays`. */
   retention: z
     .object({
       /** How often the worker deletes expired DONE events. */
@@ -181,6 +198,7 @@ export const configFileSchema = z.object({
       operationDays: z.number().int().min(1).max(3650).default(90),
     })
     .prefault({}),
+  /** Routes: rechecks of paused (410 Gone) and ordered deliveries. */
   delivery: z
     .object({
       /** How often a delivery to a route disabled by a 410 Gone looks whether it was re-enabled. */
@@ -195,6 +213,7 @@ export const configFileSchema = z.object({
   outbound: outboundSettingsSchema,
   /** Named tokens of the agents' API, each scoped to key prefixes (README "Trust model"). */
   agents: agentsSchema,
+  /** The PostgreSQL pool of this process. */
   database: z
     .object({
       /**
@@ -224,6 +243,7 @@ export const configFileSchema = z.object({
         .prefault({}),
     })
     .prefault({}),
+  /** The BullMQ queues (with REDIS_URL). */
   queue: z
     .object({
       /** Defaults to one derived from the database's deployment id, so deployments never share jobs. */

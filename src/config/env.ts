@@ -13,7 +13,11 @@ const environmentSchema = z.object({
   /** Unset: jobs run in an in-process queue, one process only (see src/queue/in-process.ts). */
   REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).optional(),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
-  HOST: z.string().min(1).default('0.0.0.0'),
+  /**
+   * Unset: 127.0.0.1 in embedded mode (DATABASE_URL unset: a laptop, where `/metrics` and the
+   * webhooks should not face the network), 0.0.0.0 otherwise (a container or a server).
+   */
+  HOST: z.string().min(1).optional(),
   HOOKLEDGER_CONFIG: z.string().min(1).default('./hookledger.config.json'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Bearer token of `/admin/api/…` (operations, approvals). Unset: the admin API refuses every request. */
@@ -39,7 +43,8 @@ const environmentSchema = z.object({
   HOOKLEDGER_FAILPOINT: z.string().min(1).optional(),
 })
 
-export type Environment = z.infer<typeof environmentSchema> & {
+export type Environment = Omit<z.infer<typeof environmentSchema>, 'HOST'> & {
+  HOST: string
   /** Looks up a variable named by the config file (`env:NAME` secrets). */
   lookup: (name: string) => string | undefined
 }
@@ -60,7 +65,12 @@ export function readEnvironment(source: Record<string, string | undefined>): Env
       parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`),
     )
   }
-  return { ...parsed.data, lookup: (name) => (source[name] === '' ? undefined : source[name]) }
+  const { HOST, ...data } = parsed.data
+  return {
+    ...data,
+    HOST: HOST ?? (data.DATABASE_URL === undefined ? '127.0.0.1' : '0.0.0.0'),
+    lookup: (name) => (source[name] === '' ? undefined : source[name]),
+  }
 }
 
 /** The tracing part of the environment: off unless an OTLP endpoint is set and the SDK not disabled. */

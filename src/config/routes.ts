@@ -17,9 +17,13 @@ export const orderingKeySchema = jsonPointerSchema.refine((pointer) => pointer !
 
 const conditionSchema = z
   .object({
+    /** A JSON pointer into the event's body (`/data/object/livemode`). */
     path: jsonPointerSchema,
+    /** Matches when the value there equals this JSON value. */
     equals: z.json().optional(),
+    /** Matches when the value there is one of these. */
     in: z.array(z.json()).min(1).optional(),
+    /** Matches when the pointer leads to a value (true) or to none (false). */
     exists: z.boolean().optional(),
   })
   .strict()
@@ -63,6 +67,7 @@ const destinationLimitsSchema = {
     .optional(),
   /** Deliveries in flight to this destination at once, across every worker process. */
   concurrency: z.number().int().min(1).max(10_000).optional(),
+  /** Always on: after `failureThreshold` consecutive failures, deliveries wait `coolDownMs`, then one probe goes. */
   circuitBreaker: z
     .object({
       /** Consecutive failures (timeouts, 5xx, connection errors) that open the circuit. */
@@ -76,9 +81,11 @@ const destinationLimitsSchema = {
 
 export const routeForwardSchema = z
   .object({
+    /** Where the route's events are sent (http or https). */
     url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }),
     /** Sent with every delivery, after the provider's own headers (so these win). */
     headers: z.record(z.string().regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/), z.string()).optional(),
+    /** The time limit of one send; no answer by then is a failed attempt. */
     timeoutMs: z.number().int().min(100).max(120_000).default(10_000),
     ...destinationLimitsSchema,
   })
@@ -88,9 +95,12 @@ export type RouteForward = z.infer<typeof routeForwardSchema>
 
 export const routeSchema = z
   .object({
+    /** The route's name, unique within its source; part of its operation key and Idempotency-Key. */
     id: z.string().regex(ROUTE_ID, 'must be 1-63 lower-case letters, digits, "-" or "_"'),
     /** Absent: every event of the source. */
+    /** Which events the route takes (event types and body conditions); none: every event. */
     filter: filterSchema.optional(),
+    /** Send the event to an HTTP destination (this or `handler`). */
     forward: routeForwardSchema.optional(),
     /** The name of a handler registered in code (`handlers: { [name]: fn }`). */
     handler: z.string().min(1).max(100).optional(),

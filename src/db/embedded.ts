@@ -28,6 +28,14 @@ export interface EmbeddedPostgres {
 
 export class EmbeddedPostgresError extends Error {
   override name = 'EmbeddedPostgresError'
+
+  /** True when the message names what the operator changes (the folder in use, no binaries, root). */
+  constructor(
+    message: string,
+    readonly operatorFixable = false,
+  ) {
+    super(message)
+  }
 }
 
 const USER = 'hookledger'
@@ -97,6 +105,7 @@ async function lockDataFolder(folder: string): Promise<() => Promise<void>> {
       throw new EmbeddedPostgresError(
         `the data folder ${folder} is in use by hookledger process ${holder}: embedded mode runs one process ` +
           'only (stop that one, choose another HOOKLEDGER_DATA_DIR, or set DATABASE_URL and REDIS_URL to scale out)',
+        true,
       )
     }
     await rm(lockFile, { force: true }) // left by a process that died without cleaning up
@@ -131,6 +140,7 @@ async function loadBinaries(): Promise<Binaries> {
   throw new EmbeddedPostgresError(
     `embedded mode needs the optional package ${name}, which is not installed (no build for this platform, ` +
       'or dependencies installed with --omit=optional): set DATABASE_URL to a PostgreSQL server',
+    true,
   )
 }
 
@@ -153,6 +163,7 @@ function postgresUser(): RunAs | undefined {
     throw new EmbeddedPostgresError(
       "running as root: PostgreSQL refuses root, and there is no 'postgres' user to run it as " +
         '(create one with `useradd postgres`, run hookledger as another user, or set DATABASE_URL)',
+      true,
     )
   }
 }

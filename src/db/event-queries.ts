@@ -110,6 +110,9 @@ export async function listEvents(
       receivedAt: inboundEvents.receivedAt,
       processedAt: inboundEvents.processedAt,
       origin: inboundEvents.origin,
+      // PENDING with 0 attempts looks like a fresh event; one whose route a destination disabled
+      // (410 Gone) waits for a person to re-enable it, and the list must say so.
+      paused: sql<boolean>`exists (select 1 from event_routes r where r.event_row_id = ${inboundEvents.id} and r.status = 'paused')`,
     })
     .from(inboundEvents)
     .where(

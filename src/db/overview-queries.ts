@@ -14,8 +14,10 @@ export interface SourceStats {
   source: string | undefined
   received: number
   failed: number
-  /** PENDING or PROCESSING now. */
+  /** PENDING or PROCESSING now, but for the paused ones. */
   inFlight: number
+  /** PENDING behind a route a destination disabled (410 Gone): they wait for a person, not a worker. */
+  paused: number
   /** Receipt to DONE/FAILED, in milliseconds, of the events processed; undefined when none was. */
   p50Ms: number | undefined
   p99Ms: number | undefined
@@ -60,17 +62,24 @@ export async function readOverview(
     received: number
     failed: number
     in_flight: number
+    paused: number
     p50: number | null
     p99: number | null
   }>(sql`
     select source, count(*)::int as received,
       count(*) filter (where status = 'failed')::int as failed,
-      count(*) filter (where status in ('pending', 'processing'))::int as in_flight,
+      count(*) filter (where status in ('pending', 'processing') and not paused)::int as in_flight,
+      count(*) filter (where status = 'pending' and paused)::int as paused,
       percentile_cont(0.5) within group (order by extract(epoch from processed_at - received_at) * 1000)
         filter (where processed_at is not null) as p50,
       percentile_cont(0.99) within group (order by extract(epoch from processed_at - received_at) * 1000)
         filter (where processed_at is not null) as p99
-    from inbound_events where ${where}
+    from (
+      select *, status = 'pending' and exists (
+        select 1 from event_routes r where r.event_row_id = inbound_events.id and r.status = 'paused'
+      ) as paused
+      from inbound_events where ${where}
+    ) as events
     group by grouping sets ((source), ())
     order by source nulls last`)
   // Small: only the operations waiting for a person, found by the (status, updated_at) index.
@@ -87,6 +96,7 @@ export async function readOverview(
       received: row.received,
       failed: row.failed,
       inFlight: row.in_flight,
+      paused: row.paused,
       p50Ms: row.p50 === null ? undefined : Number(row.p50),
       p99Ms: row.p99 === null ? undefined : Number(row.p99),
     })),

@@ -203,6 +203,7 @@ async function runForward(
           headers: context.headers,
           signal: context.signal,
           rejectionsStayOpen: true,
+          idempotencyKey: `${context.source}:${context.eventId}:${routeId}`,
           traceparent,
         }),
         routeId,

@@ -40,6 +40,12 @@ interface Delivery {
   raw: Buffer
   headers: Readonly<Record<string, string>>
   /**
+   * The `Idempotency-Key` to send; `<source>:<event id>` without it. A route sends
+   * `<source>:<event id>:<route id>`, so two routes to one destination that honours the header
+   * are two deliveries, not one and a dropped repeat.
+   */
+  idempotencyKey?: string | undefined
+  /**
    * The event's handler deadline. The send stops at whichever comes first, it or the forward's own
    * timeout, so no setting of the two leaves a forward running after its attempt was given up.
    */
@@ -68,7 +74,8 @@ export const FORWARD_TOOL = 'forward'
  * The forward destination as an idempotent HTTP tool. One send per invoke: the inbound worker's own
  * attempts and backoff are the retry loop (as they were before the ledger), and each of its attempts
  * starts a new bounded round. The URL comes from the operator's config, so it is trusted (no SSRF
- * check). `Idempotency-Key: <source>:<event id>` lets the destination drop the repeats that remain.
+ * check). `Idempotency-Key: <source>:<event id>` (a route's: `…:<route id>`) lets the destination
+ * drop the repeats that remain.
  */
 export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<ForwardArgs, ForwardResult> {
   return defineTool<ForwardArgs, ForwardResult>({
@@ -80,7 +87,7 @@ export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<For
       const outgoing: Record<string, string> = {
         ...delivery.headers,
         'content-type': delivery.headers['content-type'] ?? 'application/json',
-        'idempotency-key': `${args.source}:${args.eventId}`,
+        'idempotency-key': delivery.idempotencyKey ?? `${args.source}:${args.eventId}`,
         'x-hookledger-source': args.source,
         'x-hookledger-event-id': args.eventId,
         'x-hookledger-attempt': String(ctx.attempt),

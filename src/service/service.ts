@@ -67,6 +67,11 @@ export interface ServiceOptions {
 export interface Service {
   /** The base URL: the whole api, or only /healthz and /readyz for the worker role. */
   url: string
+  /**
+   * The ledger's PostgreSQL: DATABASE_URL, or in embedded mode the server this process started, for
+   * an application's own tables beside the ledger (examples/code-handler.mjs).
+   */
+  databaseUrl: string
   deploymentId: string
   queuePrefix: string
   /** The outbound ledger this process's handlers and agents' API use. */
@@ -367,6 +372,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   let closing: Promise<void> | undefined
   return {
     url,
+    databaseUrl,
     deploymentId,
     queuePrefix,
     outbound,

@@ -1,5 +1,5 @@
 // What a person sees: standards mode, one-shot notices, the operation page, the overview.
-import { eq } from 'drizzle-orm'
+import { eq, sql } from 'drizzle-orm'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { operationAudit, operations } from '../../src/db/outbound-schema.js'
 import { inboundEvents } from '../../src/db/schema.js'
@@ -202,5 +202,45 @@ describe('the overview', () => {
     expect((await page('/admin')).html).not.toContain('http-equiv="refresh"')
     expect((await page('/admin?refresh=1')).status).toBe(400)
     expect((await page('/admin?window=week')).status).toBe(400)
+  })
+})
+
+describe('events paused behind a disabled route', () => {
+  it('are counted apart from those in flight, and the event list says paused, not pending', async () => {
+    const paused = await seedEvent(stack.database.db, {
+      source: 'gone',
+      eventId: 'paused-1',
+      status: 'pending',
+      attempts: 0,
+    })
+    await seedEvent(stack.database.db, { source: 'gone', eventId: 'fresh-1', status: 'pending', attempts: 0 })
+    await stack.database.db.execute(sql`
+      insert into event_routes (event_row_id, route_id, status, last_error)
+      values (${paused}, 'crm', 'paused', 'route crm is disabled: 410 Gone')`)
+
+    const overview = await page('/admin?source=gone')
+    expect(overview.html).toMatch(/In flight now<\/span><b>1<\/b>/)
+    expect(overview.html).toMatch(/Paused \(route disabled\)<\/span><b>1<\/b>/)
+
+    const list = await page('/admin/events?source=gone')
+    const row = (eventId: string) => {
+      const start = list.html.indexOf(eventId)
+      return list.html.slice(start, list.html.indexOf('</tr>', start))
+    }
+    expect(row('paused-1')).toContain('<span class="badge b-warn">paused</span>')
+    expect(row('fresh-1')).toContain('<span class="badge b-info">pending</span>')
+
+    // Its page: paused, and the route's exhausted operation says why it waits.
+    await stack.database.db.insert(operations).values({
+      operationKey: 'gone:paused-1:route:crm',
+      tool: 'forward',
+      effectClass: 'idempotent',
+      payloadHash: 'c'.repeat(64),
+      args: {},
+      status: 'exhausted',
+    })
+    const detail = await page(`/admin/events/${paused}`)
+    expect(detail.html).toMatch(/<\/h1><span class="badge b-warn">paused<\/span>/)
+    expect(detail.html).toContain('route paused: re-enable it under Routes to send again')
   })
 })

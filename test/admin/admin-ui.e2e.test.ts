@@ -290,5 +290,7 @@ async function logIn(page: Page) {
   await page.fill('input[name=name]', OPERATOR)
   await page.fill('input[name=token]', TOKEN)
   await page.getByRole('button', { name: 'Log in' }).click()
-  await page.waitForURL('**/admin/events')
+  // Without a `next`, a login lands on the overview; the callers start from the event list.
+  await page.waitForURL((url) => url.pathname === '/admin')
+  await page.goto(`${running.url}/admin/events`)
 }

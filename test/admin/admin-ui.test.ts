@@ -139,14 +139,14 @@ describe('login', () => {
       next: '//evil.example/x',
     })
     expect(response.status).toBe(303)
-    expect(response.headers.get('location')).toBe('/admin/events')
+    expect(response.headers.get('location')).toBe('/admin')
     for (const next of [
       '/admin\\@evil.example',
       '/admin/x\r\nSet-Cookie: a=b',
       'https://evil.example/admin',
     ]) {
       const odd = await post(stack.app, '/admin/login', { name: 'ana', token: TOKEN, next })
-      expect(odd.headers.get('location'), next).toBe('/admin/events')
+      expect(odd.headers.get('location'), next).toBe('/admin')
     }
     const cookie = response.headers.get('set-cookie') ?? ''
     expect(cookie).toMatch(/^hl_admin=/)
@@ -488,6 +488,25 @@ describe('operations and approvals', () => {
     expect(exhausted.html).toContain('ops:2:ship')
     expect(exhausted.html).not.toContain('ops:1:ship')
     expect((await page('/admin/operations?status=nope', cookie)).status).toBe(400)
+    // The bearer API takes the page's 'all' too, so a link copied from one works on the other.
+    const api = async (query: string) => {
+      const response = await stack.app.request(`/admin/api/operations${query}`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+      })
+      return {
+        status: response.status,
+        body: (await response.json()) as { operations?: { key: string }[] },
+      }
+    }
+    const all = await api('?status=all')
+    expect(all.status).toBe(200)
+    expect(all.body.operations?.map((op) => op.key)).toEqual(
+      expect.arrayContaining(['ops:1:ship', 'ops:2:ship']),
+    )
+    const exhaustedOnly = await api('?status=exhausted')
+    expect(exhaustedOnly.body.operations?.map((op) => op.key)).toContain('ops:2:ship')
+    expect(exhaustedOnly.body.operations?.map((op) => op.key)).not.toContain('ops:1:ship')
+    expect((await api('?status=nope')).status).toBe(400)
   })
 
   it('shows the evidence and decides through the ledger; bad or stale decisions change nothing', async () => {

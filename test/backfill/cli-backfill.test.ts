@@ -145,7 +145,7 @@ describe('hookledger backfill', () => {
     const noSource = await hookledger(['backfill'])
     expect(noSource.status).toBe(2)
     expect(noSource.stderr).toBe(
-      'hookledger backfill: backfill needs --source ID (usage: hookledger --help)\n',
+      'hookledger backfill: backfill needs --source ID (usage: hookledger backfill --help)\n',
     )
 
     const noBlock = await hookledger(['backfill', '--source', 'plain'])

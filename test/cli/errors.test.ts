@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process'
-import { writeFileSync } from 'node:fs'
+import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { beforeAll, describe, expect, it } from 'vitest'
@@ -14,6 +14,10 @@ const CLI = 'src/cli/main.ts'
 const UNREACHABLE_DATABASE = 'postgres://hookledger@127.0.0.1:1/none'
 
 const directory = temporaryDirectory('hookledger-cli-errors-')
+// A data folder whose lock names a live process (this one): what a second `npm start` finds.
+const busyDataDir = join(directory, 'busy')
+mkdirSync(busyDataDir)
+writeFileSync(join(busyDataDir, 'hookledger.pid'), `${process.pid}\n`)
 const configPath = join(directory, 'hookledger.config.json')
 writeFileSync(
   configPath,
@@ -44,7 +48,36 @@ const MISTAKES: {
   says: RegExp
 }[] = [
   { name: 'an unknown command', args: ['launch'], status: 2, says: /unknown command 'launch'/ },
-  { name: 'an unknown flag', args: ['serve', '--rol', 'api'], status: 2, says: /--rol/ },
+  {
+    name: "an unknown flag, without node's advice on positionals",
+    args: ['serve', '--rol', 'api'],
+    status: 2,
+    says: /^hookledger: Unknown option '--rol' \(usage: hookledger --help\)\n$/,
+  },
+  {
+    name: 'approvals show with an id that is not a uuid',
+    args: ['approvals', 'show', '123'],
+    env: { DATABASE_URL: UNREACHABLE_DATABASE },
+    status: 2,
+    says: /'123' is not an approval id: approval ids are uuids, as `hookledger approvals list` prints them/,
+  },
+  {
+    name: 'approvals show with an id that is not a uuid, and no ledger running',
+    args: ['approvals', 'show', '123'],
+    env: { HOOKLEDGER_DATA_DIR: join(directory, 'no-ledger') },
+    status: 2,
+    says: /'123' is not an approval id/,
+  },
+  {
+    name: 'a second serve on a data folder in use',
+    args: ['serve'],
+    // The shipped config, with its secret from ./example.env.
+    env: { HOOKLEDGER_DATA_DIR: busyDataDir, HOOKLEDGER_CONFIG: join(ROOT, 'hookledger.config.json') },
+    status: 1,
+    says: new RegExp(
+      `data folder .*busy is in use by hookledger process ${process.pid}: .*choose another HOOKLEDGER_DATA_DIR`,
+    ),
+  },
   {
     name: 'approvals decide without --by',
     args: ['approvals', 'decide', 'apr_1', '--decision', 'abandon'],
@@ -54,7 +87,17 @@ const MISTAKES: {
   },
   {
     name: 'evidence that is not JSON',
-    args: ['approvals', 'decide', 'apr_1', '--decision', 'record_success', '--by', 'dee', '--evidence', '{'],
+    args: [
+      'approvals',
+      'decide',
+      '3f0c2a9e-5b7d-4c1a-9e2f-8d6b1a0c4e77',
+      '--decision',
+      'record_success',
+      '--by',
+      'dee',
+      '--evidence',
+      '{',
+    ],
     env: { DATABASE_URL: UNREACHABLE_DATABASE },
     status: 2,
     says: /--evidence is not JSON/,
@@ -84,10 +127,12 @@ const MISTAKES: {
 const FAULT = { args: ['approvals', 'list'], env: { DATABASE_URL: UNREACHABLE_DATABASE } }
 let results: { status: number | null; stderr: string }[] = []
 let fault: { status: number | null; stderr: string }
+let debugged: { status: number | null; stderr: string }
 
 beforeAll(async () => {
-  ;[fault, ...results] = await Promise.all([
+  ;[fault, debugged, ...results] = await Promise.all([
     runCli(FAULT.args, FAULT.env),
+    runCli(['--debug', 'approvals', 'show', '123'], { DATABASE_URL: UNREACHABLE_DATABASE }),
     ...MISTAKES.map((mistake) => runCli(mistake.args, mistake.env)),
   ])
 }, 120_000)
@@ -108,5 +153,12 @@ describe('the CLI reports an operator mistake in one line', () => {
     expect(fault.status).toBe(1)
     expect(fault.stderr).toMatch(/^hookledger: Error: Failed query: select/)
     expect(fault.stderr).toMatch(/\n\s+at /)
+  })
+})
+
+describe('--debug', () => {
+  it('prints the stack of a mistake after its one line', () => {
+    expect(debugged.status).toBe(2)
+    expect(debugged.stderr).toMatch(/^hookledger: '123' is not an approval id.*\nCliError: .*\n\s+at /)
   })
 })

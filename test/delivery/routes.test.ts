@@ -104,6 +104,25 @@ describe('routes', () => {
     ])
   })
 
+  it('two routes to one destination send two Idempotency-Keys, so neither copy is dropped as a repeat', async () => {
+    const shared = await sink()
+    const service = await t.start({
+      config: routesConfig([
+        { id: 'orders', forward: { url: shared.url } },
+        { id: 'audit', forward: { url: shared.url } },
+      ]),
+    })
+    const id = await deliverEvent(service.url, 'shop', 'evt_two_routes', invoicePaid)
+    await expect.poll(() => status(id), { timeout: 15_000 }).toBe('done')
+    const keys = shared.received.map((request) => request.headers['idempotency-key']).sort()
+    // A destination that keeps the first answer per key would have dropped the second copy.
+    expect(keys).toEqual(['shop:evt_two_routes:audit', 'shop:evt_two_routes:orders'])
+    expect(shared.received.map((request) => request.headers['x-hookledger-event-id'])).toEqual([
+      'evt_two_routes',
+      'evt_two_routes',
+    ])
+  })
+
   it('a failing route fails the event; a replay re-sends only that route', async () => {
     let brokenUntilReplay = true
     const healthy = await sink()

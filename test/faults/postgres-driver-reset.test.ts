@@ -8,7 +8,7 @@ import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js'
 // The postgres-js driver itself behind a resetting proxy, in this process. Unpatched 3.4.9 throws
 // `Cannot read properties of null (reading 'write')` from a setImmediate (the process dies), and a
 // connection whose socket died with a write buffered never flushes again. The patch is
-// patches/postgres+3.4.9.patch, applied by `npm ci` (postinstall).
+// patches/postgres+3.4.9.patch, applied by `npm ci` (prepare) and bundled into the packed package.
 
 let database: TestDatabase
 let proxy: TcpProxy

@@ -409,14 +409,18 @@ describe('hookledger approvals (CLI)', () => {
     if (escalated.kind !== 'escalated') throw new Error(escalated.kind)
     const lines: string[] = []
     const out = (line: string) => void lines.push(line)
-    expect(await approvalsCommand(['list'], db.url, out)).toBe(0)
+    expect(await approvalsCommand(['list'], async () => db.url, out)).toBe(0)
     expect(lines.join('\n')).toContain(
       `${escalated.approvalId}  pending  charge-cli (irreversible)  order:cli:charge`,
     )
-    expect(await approvalsCommand(['show', escalated.approvalId], db.url, out)).toBe(0)
+    expect(await approvalsCommand(['show', escalated.approvalId], async () => db.url, out)).toBe(0)
     expect(lines.at(-1)).toContain('"proposedAction": "investigate"')
     await expect(
-      approvalsCommand(['decide', escalated.approvalId, '--decision', 'retry', '--by', 'dee'], db.url, out),
+      approvalsCommand(
+        ['decide', escalated.approvalId, '--decision', 'retry', '--by', 'dee'],
+        async () => db.url,
+        out,
+      ),
     ).rejects.toThrow(/payload hash/)
     const args = [
       'decide',
@@ -428,7 +432,7 @@ describe('hookledger approvals (CLI)', () => {
       '--note',
       'customer cancelled',
     ]
-    expect(await approvalsCommand(args, db.url, out)).toBe(0)
+    expect(await approvalsCommand(args, async () => db.url, out)).toBe(0)
     expect(lines.at(-1)).toBe('order:cli:charge: abandon recorded; the operation is now abandoned')
   })
 })

@@ -71,11 +71,11 @@ const ApprovalCard: FC<{ view: ApprovalView; csrf: string }> = ({ view, csrf }) 
         <div>
           <h2>Arguments</h2>
           <Json value={op.args} />
-          <p class="mono muted">payload sha256 {view.payloadHash}</p>
+          <p class="mono muted hash">payload sha256 {view.payloadHash}</p>
         </div>
         <div>
           <h2>Evidence</h2>
-          <Json value={view.evidence} />
+          <Json value={view.evidence} wrap />
         </div>
       </div>
       <NamedBy rows={view.namedBy} />

@@ -20,13 +20,18 @@ export interface EventPageProps {
 /** One event: what arrived (headers, exact body), what the worker did with it, and what it caused. */
 export const EventPage: FC<EventPageProps> = ({ page, detail, operations, routes, blockedBy }) => {
   const { event, attempts, replays } = detail
+  // PENDING behind a route a destination disabled (410 Gone) waits for a person, not a worker; its
+  // route's operation is `exhausted` only until the route is re-enabled.
+  const pausedRoutes = routes.filter((route) => route.status === 'paused').map((route) => route.routeId)
+  const paused = event.status === 'pending' && pausedRoutes.length > 0
+  const ofPausedRoute = (key: string) => pausedRoutes.some((routeId) => key.endsWith(`:route:${routeId}`))
   return (
     <Layout {...page}>
       <div class="row">
         <h1 style="margin:0">
           {event.source} / <span class="mono">{event.eventId}</span>
         </h1>
-        <Badge status={event.status} />
+        <Badge status={paused ? 'paused' : event.status} />
         {event.status === 'failed' ? (
           <form method="post" action={`/admin/events/${event.id}/replay`}>
             <CsrfField token={page.user.csrf} />
@@ -215,6 +220,9 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations, routes
                   ) : (
                     <Badge status={op.status} />
                   )}
+                  {ofPausedRoute(op.operationKey) ? (
+                    <span class="muted"> · route paused: re-enable it under Routes to send again</span>
+                  ) : null}
                 </td>
                 <td>{op.attempts}</td>
                 <td class="mono">{op.downstreamId ?? ''}</td>

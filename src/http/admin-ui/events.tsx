@@ -106,7 +106,13 @@ export const EventsPage: FC<EventsPageProps> = ({ page, filter, sources, events,
                 </td>
                 <td>{event.eventType ?? '—'}</td>
                 <td>
-                  <Badge status={event.status} />
+                  {event.paused && event.status === 'pending' ? (
+                    <span title="waiting behind a route a destination disabled (410 Gone): re-enable it under Routes">
+                      <Badge status="paused" />
+                    </span>
+                  ) : (
+                    <Badge status={event.status} />
+                  )}
                 </td>
                 <td>
                   {event.attempts}

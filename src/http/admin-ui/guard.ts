@@ -121,7 +121,8 @@ export function safeNext(next: string | undefined): string {
     // A backslash is a slash to browsers; a control character cannot go into a Location header.
     /[\\\p{Cc}]/u.test(next)
   ) {
-    return '/admin/events'
+    // The overview: what a person logging in wants first (what is stuck, failing, waiting).
+    return '/admin'
   }
   return next
 }

@@ -73,6 +73,8 @@ svg.chart text { font:11px system-ui,sans-serif; fill:var(--muted); }
 .tabs { display:flex; gap:6px; flex-wrap:wrap; margin-bottom:12px; align-items:center; }
 .tabs a { padding:3px 10px; border:1px solid var(--line); border-radius:14px; text-decoration:none; background:var(--card); }
 .tabs a.on { background:var(--accent); color:#fff; border-color:var(--accent); }
+pre.wrap { white-space:pre-wrap; overflow-wrap:anywhere; }
+.hash { overflow-wrap:anywhere; }
 pre.excerpt { max-height:120px; white-space:pre-wrap; overflow-wrap:anywhere; font-size:12px; padding:6px 8px; }
 /* Narrow screens: one column, and a wide table scrolls inside itself instead of widening the page. */
 @media (max-width: 760px) {
@@ -246,7 +248,10 @@ export function utc(date: Date | null | undefined): string {
   return `${date.toISOString().slice(0, 19).replace('T', ' ')}Z`
 }
 
-export const Json: FC<{ value: unknown }> = (props) => <pre>{prettyJson(props.value)}</pre>
+/** JSON as it is; `wrap` breaks long lines (an evidence note is prose a person must read whole). */
+export const Json: FC<{ value: unknown; wrap?: boolean }> = (props) => (
+  <pre class={props.wrap === true ? 'wrap' : undefined}>{prettyJson(props.value)}</pre>
+)
 
 export function prettyJson(value: unknown): string {
   if (value === undefined || value === null) return 'null'

@@ -60,6 +60,9 @@ export const OverviewPage: FC<{ page: PageProps; view: OverviewView; overview: O
         <Stat label="Received" value={String(total.received)} />
         <Stat label="FAILED" value={String(total.failed)} tone={total.failed > 0 ? 'bad' : undefined} />
         <Stat label="In flight now" value={String(total.inFlight)} />
+        {total.paused === 0 ? null : (
+          <Stat label="Paused (route disabled)" value={String(total.paused)} tone="warn" />
+        )}
         <Stat
           label="Awaiting approval now"
           value={String(awaitingShown)}
@@ -119,7 +122,10 @@ export const OverviewPage: FC<{ page: PageProps; view: OverviewView; overview: O
                       </a>
                     )}
                   </td>
-                  <td>{stats.inFlight}</td>
+                  <td>
+                    {stats.inFlight}
+                    {stats.paused === 0 ? null : <span class="muted"> · {stats.paused} paused</span>}
+                  </td>
                   <td>{awaiting.get(source) ?? 0}</td>
                   <td>{millis(stats.p50Ms)}</td>
                   <td>{millis(stats.p99Ms)}</td>
@@ -195,7 +201,15 @@ function awaitingBySource(overview: Overview): Map<string, number> {
 }
 
 function emptyStats(): SourceStats {
-  return { source: undefined, received: 0, failed: 0, inFlight: 0, p50Ms: undefined, p99Ms: undefined }
+  return {
+    source: undefined,
+    received: 0,
+    failed: 0,
+    inFlight: 0,
+    paused: 0,
+    p50Ms: undefined,
+    p99Ms: undefined,
+  }
 }
 
 function millis(value: number | undefined): string {

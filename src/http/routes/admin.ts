@@ -31,7 +31,11 @@ const decisionBody = z.object({
   note: z.string().max(2000).optional(),
 })
 const listQuery = z.object({
-  status: z.enum(operationStatus.enumValues).optional(),
+  // 'all' as on the admin page (/admin/operations?status=all): the same link works on both.
+  status: z
+    .enum([...operationStatus.enumValues, 'all'])
+    .optional()
+    .transform((status) => (status === 'all' ? undefined : status)),
   limit: z.coerce.number().int().min(1).max(500).optional(),
 })
 const approvalQuery = z.object({
