@@ -65,7 +65,15 @@ export function createApp(deps: AppDependencies) {
           bodyLimitBytes: deps.config.file.server.operationsBodyLimitBytes,
         }),
       )
-      .route('/admin/api', adminRoutes({ db: deps.db, adminToken: deps.adminToken }))
+      .route(
+        '/admin/api',
+        adminRoutes({
+          db: deps.db,
+          adminToken: deps.adminToken,
+          enqueuer: deps.enqueuer,
+          logger: deps.logger,
+        }),
+      )
       .route(
         '/admin',
         adminUi({

@@ -86,27 +86,34 @@ export function createEnqueuer(deps: {
   }
 
   const requeue = async (rows: readonly RequeuedRow[]) => {
-    const readd: string[] = []
     // The rows of one batch job share it: asked about once per call.
     const batchStates = new Map<string, Promise<JobState>>()
-    for (const row of rows) {
-      const ownJobId = processEventJobId(row.id)
-      if (row.jobId != null && row.jobId !== ownJobId) {
-        let batchState = batchStates.get(row.jobId)
-        if (batchState === undefined) {
-          batchState = stateOf(row.jobId)
-          batchStates.set(row.jobId, batchState)
-        }
-        if (!finished(await batchState)) continue
+    const batchState = (jobId: string) => {
+      let state = batchStates.get(jobId)
+      if (state === undefined) {
+        state = stateOf(jobId)
+        batchStates.set(jobId, state)
       }
-      const state = await stateOf(ownJobId)
-      if (!finished(state)) continue
-      if (state !== 'unknown') await deps.queue.remove(ownJobId)
-      readd.push(row.id)
+      return state
     }
+    // The rows are asked about together, not one after another: a bulk replay requeues a thousand
+    // rows per call, and a round trip each in turn made that seconds instead of milliseconds.
+    const readd = await Promise.all(
+      rows.map(async (row): Promise<string | undefined> => {
+        const ownJobId = processEventJobId(row.id)
+        if (row.jobId != null && row.jobId !== ownJobId && !finished(await batchState(row.jobId))) {
+          return undefined
+        }
+        const state = await stateOf(ownJobId)
+        if (!finished(state)) return undefined
+        if (state !== 'unknown') await deps.queue.remove(ownJobId)
+        return row.id
+      }),
+    )
+    const ids = readd.filter((id): id is string => id !== undefined)
     // Each row gets its own job back, so the next requeue finds it under the row's job id.
-    await addJobs(readd.map((id) => processEventJob(id)))
-    return readd.length
+    await addJobs(ids.map((id) => processEventJob(id)))
+    return ids.length
   }
 
   return {

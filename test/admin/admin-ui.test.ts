@@ -456,7 +456,7 @@ describe('replay', () => {
     expect(html).toContain('Replayed 3 FAILED events')
     // 'bulk' is not a configured source, yet the filter keeps it selected.
     expect(html).toContain('<option value="bulk" selected="">bulk</option>')
-    expect(html).toContain('at most 1000 per click')
+    expect(html).toContain('until none is left')
   })
 })
 
