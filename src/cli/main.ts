@@ -8,6 +8,7 @@ import { APPROVALS_USAGE, approvalsCommand } from './approvals.js'
 import { BACKFILL_USAGE, runBackfillCommand } from './backfill.js'
 import { DEFAULT_ENV_FILE, readCommandLine } from './env-file.js'
 import { parseCommandLine, reportFailure, usageError } from './errors.js'
+import { EVENTS_USAGE, eventsCommand } from './events.js'
 import { REPLAY_USAGE, runReplay } from './replay.js'
 import { ROUTES_USAGE, routesCommand } from './routes.js'
 import { runSign, SIGN_USAGE } from './sign.js'
@@ -17,6 +18,7 @@ const USAGE = `usage:
   hookledger migrate                                          apply pending ledger migrations, then exit
 ${APPROVALS_USAGE}
 ${BACKFILL_USAGE}
+${EVENTS_USAGE}
 ${ROUTES_USAGE}
 ${SIGN_USAGE}
 ${REPLAY_USAGE}
@@ -93,6 +95,10 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'approvals') {
     const url = await ledgerUrl(readEnvironment(environment))
     return approvalsCommand(rest, url, (line) => process.stdout.write(`${line}\n`))
+  }
+  if (command === 'events') {
+    // The database is looked up only once a subcommand needs it, so `events --help` works without one.
+    return eventsCommand(rest, async () => ledgerUrl(readEnvironment(environment)), io)
   }
   if (command === 'routes') {
     const url = await ledgerUrl(readEnvironment(environment))

@@ -70,8 +70,10 @@ export function adminReplayRoutes(deps: { db: Database; enqueuer: Enqueuer; logg
       limit: body.limit,
       requeue: async (ids) => {
         try {
-          // By the rows' own jobs: the batch job that first carried a row may still run others.
-          await deps.enqueuer.requeue(ids.map((id) => ({ id })))
+          // Jobs of up to 64 rows under fresh ids, as a receive batch is enqueued: a row's own job
+          // (one job per row) made the worker take 20,000 replayed rows at ~95/s on the test machine.
+          // A row in two jobs is leased by one; the other finds it leased or finished.
+          await deps.enqueuer.add(ids)
         } catch (error) {
           queued = false
           deps.logger.warn(
