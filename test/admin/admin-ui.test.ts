@@ -6,6 +6,7 @@ import { approvals, operations } from '../../src/db/outbound-schema.js'
 import { eventReplays, inboundEvents } from '../../src/db/schema.js'
 import { SESSION_TTL_MS } from '../../src/http/admin-ui/session.js'
 import { PROCESS_EVENT, processEventJobId } from '../../src/queue/jobs.js'
+import { seedFailedEvents } from '../events/seed.js'
 import { testRedisUrl } from '../support/env.js'
 import { type ApiStack, createApiStack, testConfig } from '../support/stack.js'
 import { seedEvent, seedPendingApproval } from './seed.js'
@@ -457,6 +458,25 @@ describe('replay', () => {
     // 'bulk' is not a configured source, yet the filter keeps it selected.
     expect(html).toContain('<option value="bulk" selected="">bulk</option>')
     expect(html).toContain('until none is left')
+  })
+
+  it('bulk: one action replays the whole filter, past the 1,000 rows of a chunk', async () => {
+    const cookie = await login('cy')
+    await seedFailedEvents(stack.database.sql, 'wide', 2500)
+    const csrf = csrfOf((await page('/admin/events', cookie)).html)
+    const response = await post(
+      stack.app,
+      '/admin/events/replay',
+      { _csrf: csrf, source: 'wide', status: 'failed' },
+      { cookie },
+    )
+    expect(response.status).toBe(303)
+    const rows = await stack.database.sql`
+      select status::text, count(*)::int as n, count(*) filter (where enqueued_at is not null)::int as queued
+      from inbound_events where source = 'wide' group by 1`
+    expect(rows).toEqual([{ status: 'pending', n: 2500, queued: 2500 }])
+    const { html } = await page('/admin/events?source=wide', `${cookie}; ${flashOf(response)}`)
+    expect(html).toContain('Replayed 2500 FAILED events')
   })
 })
 
