@@ -8,13 +8,18 @@ import { forwardingConfig, runCli } from './seed.js'
 // `hookledger events list|show|tail|replay` as an operator runs them: the built CLI in a child
 // process on the service's ledger database.
 
+const ADMIN_TOKEN = 'admin-token-for-the-events-cli-tests'
+
 let sink: Awaited<ReturnType<typeof startSink>>
 let service: TestService
 const ids: Record<string, string> = {}
 
 beforeAll(async () => {
   sink = await startSink(() => ({ status: 200 }))
-  service = await startTestService({ config: forwardingConfig(['live'], sink.url) })
+  service = await startTestService({
+    config: forwardingConfig(['live'], sink.url),
+    env: { ADMIN_TOKEN },
+  })
   const db = service.database.db
   const at = (minutes: number) => new Date(Date.now() - minutes * 60_000)
   ids.paid = await seedEvent(db, {
@@ -126,6 +131,38 @@ describe('hookledger events', () => {
     const done = await cli('replay', '--status', 'done')
     expect(done.status).toBe(2)
     expect(done.stderr).toContain('only FAILED events are replayed')
+    const rows = await service.database.sql`select count(*)::int as n from event_replays`
+    expect(rows[0]?.n).toBe(0)
+  })
+
+  it('POST /admin/api/events/replay: bearer token, the filter (route, type glob), and every bad input named', async () => {
+    const replay = async (body: unknown, token = ADMIN_TOKEN) => {
+      const response = await fetch(`${service.url}/admin/api/events/replay`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      })
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> }
+    }
+    expect((await replay({ dryRun: true }, 'wrong')).status).toBe(401)
+    expect((await replay({ route: 'crm', dryRun: true })).body).toEqual({ dryRun: true, matched: 1 })
+    expect((await replay({ route: 'audit', dryRun: true })).body).toEqual({ dryRun: true, matched: 0 })
+    expect((await replay({ source: 'shop', type: '*.created', dryRun: true })).body.matched).toBe(1)
+    const cases: Array<[unknown, string]> = [
+      [{ status: 'done' }, 'status_not_replayable'],
+      [{ cursor: 'page-2' }, 'invalid_cursor'],
+      [{ sauce: 'shop' }, 'invalid_request'],
+      [{ from: '2026-12-04T10:00:00Z', to: '2026-12-04T09:00:00Z' }, 'invalid_request'],
+      [{ from: 'yesterday' }, 'invalid_request'],
+      [{ limit: 0 }, 'invalid_request'],
+    ]
+    for (const [body, code] of cases) {
+      const answer = await replay(body)
+      expect([answer.status, (answer.body.error as { code: string }).code], JSON.stringify(body)).toEqual([
+        400,
+        code,
+      ])
+    }
     const rows = await service.database.sql`select count(*)::int as n from event_replays`
     expect(rows[0]?.n).toBe(0)
   })
