@@ -102,7 +102,7 @@ describe('bulk replay of FAILED events', () => {
       rssFile: join(directory, 'rss-many'),
     })
     const replayMs = performance.now() - started
-    expect(many.status).toBe(0)
+    expect(many.status, many.stderr).toBe(0)
     // Not a TTY: one summary line and no progress bar.
     expect(many.stdout).toMatch(
       /^replayed 20000 FAILED events in [\d.]+ s; the running service's relay enqueues them\n$/,
@@ -142,12 +142,12 @@ describe('bulk replay of FAILED events', () => {
             child.kill(signal)
           }
         }, 10)
-        setTimeout(() => clearInterval(poll), 60_000)
+        return () => clearInterval(poll)
       }
     const first = await runCli(['events', 'replay', '--source', 'cut'], service.database.url, {
       during: interruptAfter('SIGINT', 2000),
     })
-    expect(first.status).toBe(130)
+    expect(first.status, first.stderr).toBe(130)
     expect(first.stdout).toMatch(
       /^interrupted: replayed \d+ of 10000 in [\d.]+ s; run the same command again/,
     )
@@ -156,11 +156,11 @@ describe('bulk replay of FAILED events', () => {
     const second = await runCli(['events', 'replay', '--source', 'cut'], service.database.url, {
       during: interruptAfter('SIGKILL', afterFirst + 3000),
     })
-    expect(second.signal).toBe('SIGKILL')
+    expect(second.signal, second.stderr).toBe('SIGKILL')
     const afterSecond = await replays()
     expect(afterSecond).toBeLessThan(CUT)
     const third = await runCli(['events', 'replay', '--source', 'cut'], service.database.url)
-    expect(third.status).toBe(0)
+    expect(third.status, third.stderr).toBe(0)
     await expectEachForwardedOnce('cut', CUT)
     // Each row replayed once: no run met a row an earlier one had already put back to PENDING or DONE.
     expect(await replays()).toBe(CUT)

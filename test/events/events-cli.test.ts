@@ -186,10 +186,11 @@ describe('hookledger events', () => {
             stdout += chunk.toString()
             if (/<-- .* DONE/.test(stdout)) child.kill('SIGINT')
           })
+          return undefined
         },
       },
     )
-    expect(run.status).toBe(0)
+    expect(run.status, run.stderr).toBe(0)
     const lines = run.stdout.trim().split('\n')
     expect(lines[0]).toMatch(
       /^--> \S+Z {2}[0-9a-f-]{36} {2}live {2}evt_live_1 {2}order\.created {2}(PENDING|PROCESSING|DONE)/,

@@ -37,7 +37,7 @@ export function forwardingConfig(sources: readonly string[], url: string): Confi
         routes: [{ id: 'sink', forward: { url } }],
       })),
       // Forwarding 20,000 events is most of these tests' time: more handlers at once shorten it.
-      worker: { ...FAST_WORKER, concurrency: 24 },
+      worker: { ...FAST_WORKER, concurrency: 16 },
       relay: FAST_RELAY,
     },
     () => undefined,
@@ -67,7 +67,12 @@ export interface CliRun {
 export function runCli(
   args: string[],
   databaseUrl: string,
-  options: { rssFile?: string; during?: (child: ReturnType<typeof spawn>) => void; timeoutMs?: number } = {},
+  options: {
+    rssFile?: string
+    /** Runs beside the child; what it returns is called once the child has exited. */
+    during?: (child: ReturnType<typeof spawn>) => (() => void) | undefined
+    timeoutMs?: number
+  } = {},
 ): Promise<CliRun> {
   return new Promise((resolve, reject) => {
     if (options.rssFile !== undefined) writeFileSync(options.rssFile, '')
@@ -93,11 +98,13 @@ export function runCli(
       child.kill('SIGKILL')
       reject(new Error(`hookledger ${args.join(' ')} ran over ${options.timeoutMs ?? 60_000} ms: ${stderr}`))
     }, options.timeoutMs ?? 60_000)
+    let cleanup: (() => void) | undefined
     child.on('close', (status, signal) => {
       clearTimeout(timer)
+      cleanup?.()
       const text = options.rssFile === undefined ? '' : readFileSync(options.rssFile, 'utf8')
       resolve({ status, signal, stdout, stderr, peakRssMb: text === '' ? undefined : Number(text) / 1024 })
     })
-    options.during?.(child)
+    cleanup = options.during?.(child)
   })
 }
