@@ -60,7 +60,11 @@ export const EventsPage: FC<EventsPageProps> = ({ page, filter, sources, events,
         </label>
         <label>
           Type
-          <input name="type" value={filter.type ?? ''} placeholder="e.g. invoice.paid" />
+          <input name="type" value={filter.type ?? ''} placeholder="e.g. invoice.*" />
+        </label>
+        <label>
+          Route not done
+          <input name="route" value={filter.route ?? ''} placeholder="a route id" />
         </label>
         <label>
           Received from (UTC)
