@@ -3,6 +3,7 @@ import { APPROVALS_USAGE } from './approvals.js'
 import { BACKFILL_USAGE } from './backfill.js'
 import { DOCTOR_USAGE } from './doctor.js'
 import { DEFAULT_ENV_FILE } from './env-file.js'
+import { EVENTS_EXAMPLES, EVENTS_USAGE } from './events.js'
 import { REPLAY_USAGE } from './replay.js'
 import { ROUTES_USAGE } from './routes.js'
 import { SIGN_USAGE } from './sign.js'
@@ -48,6 +49,9 @@ examples:
 examples:
   hookledger backfill --source stripe --since 36h
   hookledger backfill --source github --json`,
+  events: `${EVENTS_USAGE}
+
+${EVENTS_EXAMPLES}`,
   doctor: `${DOCTOR_USAGE}
 
 examples:
@@ -78,6 +82,7 @@ export function overallUsage(): string {
     APPROVALS_USAGE,
     BACKFILL_USAGE,
     DOCTOR_USAGE,
+    EVENTS_USAGE,
     ROUTES_USAGE,
     SIGN_USAGE,
     REPLAY_USAGE,

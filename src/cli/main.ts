@@ -9,6 +9,7 @@ import { runBackfillCommand } from './backfill.js'
 import { runDoctorCommand } from './doctor.js'
 import { readCommandLine } from './env-file.js'
 import { parseCommandLine, reportFailure, usageError } from './errors.js'
+import { eventsCommand } from './events.js'
 import { asksForHelp, commandHelp, overallUsage, packageVersion } from './help.js'
 import { runReplay } from './replay.js'
 import { routesCommand } from './routes.js'
@@ -97,6 +98,10 @@ async function main(argv: string[], debug: boolean): Promise<number> {
       () => ledgerUrl(env),
       (line) => process.stdout.write(`${line}\n`),
     )
+  }
+  if (command === 'events') {
+    // The database is looked up only once a subcommand needs it, so `events --help` works without one.
+    return eventsCommand(rest, async () => ledgerUrl(readEnvironment(environment)), io)
   }
   if (command === 'routes') {
     const url = await ledgerUrl(readEnvironment(environment))

@@ -12,6 +12,7 @@ import {
 export interface EventFilter {
   source?: string | undefined
   status?: EventStatus | undefined
+  /** The event type as a route filter's glob: `*` stands for any run of characters, dots included. */
   type?: string | undefined
   /** received_at at or after. */
   from?: Date | undefined
@@ -21,6 +22,8 @@ export interface EventFilter {
   eventId?: string | undefined
   /** A field of the JSON body equals a value: `data.object.customer` = "cus_123". */
   payload?: PayloadMatch | undefined
+  /** The event has a delivery to this route (event_routes) that is not done. */
+  route?: string | undefined
 }
 
 export interface PayloadMatch {
@@ -40,12 +43,30 @@ export function eventFilterConditions(filter: EventFilter): SQL | undefined {
   return and(
     filter.source === undefined ? undefined : eq(inboundEvents.source, filter.source),
     filter.status === undefined ? undefined : eq(inboundEvents.status, filter.status),
-    filter.type === undefined ? undefined : eq(inboundEvents.eventType, filter.type),
+    filter.type === undefined ? undefined : typeCondition(filter.type),
     filter.from === undefined ? undefined : gte(inboundEvents.receivedAt, filter.from),
     filter.to === undefined ? undefined : lt(inboundEvents.receivedAt, filter.to),
     filter.eventId === undefined ? undefined : eventIdCondition(filter.eventId, filter.source),
     filter.payload === undefined ? undefined : payloadCondition(filter.payload),
+    filter.route === undefined
+      ? undefined
+      : sql`exists (select 1 from event_routes as r where r.event_row_id = ${inboundEvents.id}
+          and r.route_id = ${filter.route} and r.status <> 'done')`,
   )
+}
+
+/**
+ * The type as a glob, meaning what it means in a route's filter (src/delivery/filter.ts): `*` is any
+ * run of characters and nothing else is special, so LIKE's own `%`, `_` and `\` are escaped. A type
+ * without `*` stays an equality, which the planner serves better than a LIKE.
+ */
+function typeCondition(glob: string): SQL {
+  if (!glob.includes('*')) return eq(inboundEvents.eventType, glob)
+  const pattern = glob
+    .split('*')
+    .map((part) => part.replace(/[\\%_]/g, '\\$&'))
+    .join('%')
+  return sql`${inboundEvents.eventType} like ${pattern} escape '\\'`
 }
 
 /**

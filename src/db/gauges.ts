@@ -8,7 +8,7 @@ import { unqueuedEvents } from './alert-queries.js'
 /**
  * The statuses counted exactly on scrape. DONE is left out on purpose: it is nearly every row of a
  * ledger, so counting it would scan the table on each scrape (~190 ms at 500k rows). These three are
- * the work still to do, found through inbound_events_status_received_idx, so a scrape costs in
+ * the work still to do, found through inbound_events_status_received_id_idx, so a scrape costs in
  * proportion to the backlog, never to the ledger's size.
  */
 export const LIVE_EVENT_STATUSES = ['pending', 'processing', 'failed'] as const

@@ -98,7 +98,8 @@ export const inboundEvents = pgTable(
     uniqueIndex('inbound_events_source_body_key_uq')
       .on(t.source, t.bodyKey)
       .where(sql`${t.bodyKey} is not null`),
-    index('inbound_events_status_received_idx').on(t.status, t.receivedAt),
+    // With id: a bulk replay's chunk starts right after the last row it flipped (migration 0016).
+    index('inbound_events_status_received_id_idx').on(t.status, t.receivedAt, t.id),
     // The admin page's keyset paging, newest first, over all statuses (received_at, id), and its
     // overview's time windows: the other columns let those read the index alone (migration 0004).
     index('inbound_events_received_overview_idx').on(t.receivedAt, t.id, t.source, t.status, t.processedAt),

@@ -73,7 +73,15 @@ export function createApp(deps: AppDependencies) {
           tracing: deps.tracing,
         }),
       )
-      .route('/admin/api', adminRoutes({ db: deps.db, adminToken: deps.adminToken }))
+      .route(
+        '/admin/api',
+        adminRoutes({
+          db: deps.db,
+          adminToken: deps.adminToken,
+          enqueuer: deps.enqueuer,
+          logger: deps.logger,
+        }),
+      )
       .route(
         '/admin',
         adminUi({

@@ -6,6 +6,7 @@ import { approvals, operations } from '../../src/db/outbound-schema.js'
 import { eventReplays, inboundEvents } from '../../src/db/schema.js'
 import { SESSION_TTL_MS } from '../../src/http/admin-ui/session.js'
 import { PROCESS_EVENT, processEventJobId } from '../../src/queue/jobs.js'
+import { seedFailedEvents } from '../events/seed.js'
 import { testRedisUrl } from '../support/env.js'
 import { type ApiStack, createApiStack, testConfig } from '../support/stack.js'
 import { seedEvent, seedPendingApproval } from './seed.js'
@@ -401,7 +402,7 @@ describe('replay', () => {
     expect(
       await stack.database.db.select().from(eventReplays).where(eq(eventReplays.eventRowId, id)),
     ).toEqual([expect.objectContaining({ replay: 1, by: 'ana', previousAttempts: 3, previousError: 'boom' })])
-    expect(await stack.queue.getJobState(jobId)).toBe('waiting')
+    expect(await stack.queue.getJobState((await eventRow(id))?.jobId ?? jobId)).toBe('waiting')
     const after = await page(`/admin/events/${id}`, `${cookie}; ${notice}`)
     expect(after.html).toContain('Replayed: the event is PENDING again')
     expect(after.html).not.toContain('>Replay</button>')
@@ -451,12 +452,51 @@ describe('replay', () => {
     for (const id of matching) expect(await eventRow(id)).toMatchObject({ status: 'pending', replays: 1 })
     expect(await eventRow(otherType)).toMatchObject({ status: 'failed', replays: 0 })
     expect(await eventRow(done)).toMatchObject({ status: 'done', replays: 0 })
-    for (const id of matching) expect(await stack.queue.getJobState(processEventJobId(id))).toBe('waiting')
+    // Re-added in jobs shared by up to 64 rows (the relay's way), each row recording its job.
+    for (const id of matching) {
+      const jobId = (await eventRow(id))?.jobId ?? processEventJobId(id)
+      expect(await stack.queue.getJobState(jobId)).toBe('waiting')
+    }
     const { html } = await page('/admin/events?source=bulk&type=x', `${cookie}; ${flashOf(response)}`)
     expect(html).toContain('Replayed 3 FAILED events')
     // 'bulk' is not a configured source, yet the filter keeps it selected.
     expect(html).toContain('<option value="bulk" selected="">bulk</option>')
-    expect(html).toContain('at most 1000 per click')
+    expect(html).toContain('until none is left')
+  })
+
+  it('bulk: one action replays the whole filter, past the 1,000 rows of a chunk', async () => {
+    const cookie = await login('cy')
+    await seedFailedEvents(stack.database.sql, 'wide', 2500)
+    // Three of them owe route crm a delivery: the page's route filter replays those alone.
+    await stack.database.sql`
+      insert into event_routes (event_row_id, route_id, status)
+      select id, 'crm', 'failed' from inbound_events where source = 'wide' order by received_at limit 3`
+    const csrf = csrfOf((await page('/admin/events', cookie)).html)
+    const byRoute = await post(
+      stack.app,
+      '/admin/events/replay',
+      { _csrf: csrf, source: 'wide', route: 'crm', status: 'failed' },
+      { cookie },
+    )
+    expect(byRoute.headers.get('location')).toBe('/admin/events?source=wide&route=crm')
+    const { html: routed } = await page(
+      '/admin/events?source=wide&route=crm',
+      `${cookie}; ${flashOf(byRoute)}`,
+    )
+    expect(routed).toContain('Replayed 3 FAILED events')
+    const response = await post(
+      stack.app,
+      '/admin/events/replay',
+      { _csrf: csrf, source: 'wide', status: 'failed' },
+      { cookie },
+    )
+    expect(response.status).toBe(303)
+    const rows = await stack.database.sql`
+      select status::text, count(*)::int as n, count(*) filter (where enqueued_at is not null)::int as queued
+      from inbound_events where source = 'wide' group by 1`
+    expect(rows).toEqual([{ status: 'pending', n: 2500, queued: 2500 }])
+    const { html } = await page('/admin/events?source=wide', `${cookie}; ${flashOf(response)}`)
+    expect(html).toContain('Replayed 2497 FAILED events')
   })
 })
 

@@ -1,6 +1,7 @@
 import { eq, inArray } from 'drizzle-orm'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { replayEvent, replayFailedEvents } from '../../src/db/replay.js'
+import { replayFailedByFilter } from '../../src/db/bulk-replay.js'
+import { replayEvent } from '../../src/db/replay.js'
 import { eventReplays, inboundEvents } from '../../src/db/schema.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { seedEvent } from './seed.js'
@@ -22,10 +23,19 @@ describe('replaying FAILED events in the ledger', () => {
         await seedEvent(database.db, { source: 'race', eventId: `race-${i}`, status: 'failed', attempts: 3 }),
       )
     }
-    const [a, b] = await Promise.all([
-      replayFailedEvents(database.db, { source: 'race' }, 'ana', 20),
-      replayFailedEvents(database.db, { source: 'race' }, 'bo', 20),
-    ])
+    const flip = async (by: string) => {
+      const ids: string[] = []
+      await replayFailedByFilter(database.db, {
+        filter: { source: 'race' },
+        by,
+        limit: 20,
+        requeue: async (chunk) => {
+          ids.push(...chunk)
+        },
+      })
+      return ids
+    }
+    const [a, b] = await Promise.all([flip('ana'), flip('bo')])
     expect(new Set([...(a ?? []), ...(b ?? [])]).size).toBe((a?.length ?? 0) + (b?.length ?? 0))
     expect(a?.length).toBeLessThanOrEqual(20)
     expect(b?.length).toBeLessThanOrEqual(20)

@@ -1,12 +1,13 @@
 import { type Context, Hono } from 'hono'
 import { z } from 'zod'
 import type { Config } from '../../config/config.js'
+import { replayFailedByFilter } from '../../db/bulk-replay.js'
 import type { Database } from '../../db/client.js'
 import { findEvent, listEvents } from '../../db/event-queries.js'
 import { listEventRoutes } from '../../db/event-routes.js'
 import { listOperationsByKeyPrefix } from '../../db/operation-queries.js'
 import { findOrderingHead, SOURCE_SCOPE } from '../../db/ordering.js'
-import { replayEvent, replayFailedEvents } from '../../db/replay.js'
+import { replayEvent } from '../../db/replay.js'
 import { compileOrderingKey } from '../../delivery/ordering.js'
 import type { Logger } from '../../logger.js'
 import { workflowKeyPrefixes } from '../../outbound/keys.js'
@@ -107,9 +108,17 @@ export function eventRoutes(deps: EventRouteDependencies) {
         return c.html(<MessagePage props={page(`Bad filter: ${describeIssues(parsed.error)}`, user)} />, 400)
       }
       const filter = filterOf(parsed.data)
-      const ids = await replayFailedEvents(deps.db, filter, user.name)
-      const queued = ids.length === 0 || (await requeue(ids))
-      flashNotice(c, queued ? 'bulk_replayed' : 'replayed_later', ids.length)
+      // The whole filter in one action, a chunk per statement (src/db/bulk-replay.ts): if the request
+      // dies half way, the chunks done stay done and a second click replays only what is still FAILED.
+      let queued = true
+      const { replayed } = await replayFailedByFilter(deps.db, {
+        filter,
+        by: user.name,
+        requeue: async (ids) => {
+          queued = (await requeue(ids)) && queued
+        },
+      })
+      flashNotice(c, queued ? 'bulk_replayed' : 'replayed_later', replayed)
       // Without the status: the replayed rows are PENDING now, and that is what the person wants to see.
       const params = new URLSearchParams(filterParams({ ...filter, status: undefined }))
       return c.redirect(`/admin/events?${params}`, 303)

@@ -1,6 +1,5 @@
 import type { FC } from 'hono/jsx'
 import type { EventCursor, EventFilter, EventSummary } from '../../db/event-queries.js'
-import { BULK_REPLAY_LIMIT } from '../../db/replay.js'
 import { eventStatus } from '../../db/schema.js'
 import { describePayload, encodeCursor, filterParams } from './filters.js'
 import { Badge, CsrfField, Layout, type PageProps, utc } from './layout.js'
@@ -61,7 +60,11 @@ export const EventsPage: FC<EventsPageProps> = ({ page, filter, sources, events,
         </label>
         <label>
           Type
-          <input name="type" value={filter.type ?? ''} placeholder="e.g. invoice.paid" />
+          <input name="type" value={filter.type ?? ''} placeholder="e.g. invoice.*" />
+        </label>
+        <label>
+          Route not done
+          <input name="route" value={filter.route ?? ''} placeholder="a route id" />
         </label>
         <label>
           Received from (UTC)
@@ -137,8 +140,9 @@ export const EventsPage: FC<EventsPageProps> = ({ page, filter, sources, events,
           <input type="hidden" name={name} value={value} />
         ))}
         <span>
-          Replays every FAILED event matching the filter above ({describeFilter(filter)}), oldest first, at
-          most {BULK_REPLAY_LIMIT} per click. Each handler runs again; its outbound calls keep their keys.
+          Replays every FAILED event matching the filter above ({describeFilter(filter)}), oldest first, in
+          chunks of 1,000 until none is left. Each handler runs again, only for its routes not done yet; its
+          outbound calls keep their keys.
         </span>
         <button type="submit" class="danger">
           Replay FAILED events

@@ -109,6 +109,7 @@ export const eventsQuery = z
       .transform((value) => (value === '' ? undefined : value))
       .optional(),
     type: optionalText(200),
+    route: optionalText(200),
     event_id: optionalText(500),
     payload: payloadMatch,
     from: optionalTime,
@@ -127,6 +128,7 @@ export function filterOf(query: EventsQuery): EventFilter {
     source: query.source,
     status: query.status,
     type: query.type,
+    route: query.route,
     from: query.from,
     to: query.to,
     eventId: query.event_id,
@@ -144,6 +146,7 @@ export function filterParams(filter: EventFilter): Array<[string, string]> {
     ['source', filter.source],
     ['status', filter.status],
     ['type', filter.type],
+    ['route', filter.route],
     ['from', filter.from?.toISOString()],
     ['to', filter.to?.toISOString()],
     ['event_id', filter.eventId],

@@ -11,12 +11,15 @@ import {
   listOperations,
 } from '../../db/operation-queries.js'
 import { operationStatus } from '../../db/outbound-schema.js'
+import type { Logger } from '../../logger.js'
 import { decide, showApproval } from '../../outbound/approvals.js'
 import { MAX_KEY_LENGTH } from '../../outbound/keys.js'
+import type { Enqueuer } from '../../queue/enqueuer.js'
 import { encodeCursor, eventsQuery, filterOf, storable } from '../admin-ui/filters.js'
 import { ApiError } from '../errors.js'
 import { bearerAuth } from '../middleware/bearer.js'
 import { parseJsonBody } from '../validate.js'
+import { adminReplayRoutes } from './admin-replay.js'
 
 const decisionBody = z.object({
   decision: z.enum(['retry', 'record_success', 'abandon']),
@@ -59,11 +62,18 @@ function query<T extends z.ZodType>(schema: T, input: Record<string, string>): z
   return parsed.data
 }
 
-/** `/admin/api`: events (filter and search), operations by status, approvals, decisions. Behind ADMIN_TOKEN (unset: refused). */
-export function adminRoutes(deps: { db: Database; adminToken: string | undefined }) {
+/** `/admin/api`: events (filter, search, replay), operations by status, approvals, decisions. Behind ADMIN_TOKEN (unset: refused). */
+export function adminRoutes(deps: {
+  db: Database
+  adminToken: string | undefined
+  enqueuer: Enqueuer
+  logger: Logger
+}) {
   return (
     new Hono()
       .use('*', bearerAuth(deps.adminToken, 'admin API', 'ADMIN_TOKEN'))
+      // Replay by filter (src/db/bulk-replay.ts), the admin page's bulk action and `hookledger events replay` too.
+      .route('/', adminReplayRoutes(deps))
       // The same filters as the admin page's event list (and the same search): one parser for both.
       .get('/events', async (c) => {
         const filter = query(eventsQuery, c.req.query())

@@ -1,0 +1,110 @@
+import { spawn } from 'node:child_process'
+import { readFileSync, writeFileSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+import type postgres from 'postgres'
+import { buildConfig, type Config } from '../../src/config/config.js'
+import { FAST_RELAY, FAST_WORKER } from '../support/service.js'
+import { TEST_SECRET } from '../support/signing.js'
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
+const PEAK_RSS = fileURLToPath(new URL('../support/peak-rss.mjs', import.meta.url))
+
+/**
+ * `count` FAILED events of `source`, as a worker leaves them after its last attempt, in one statement
+ * (20,000 HTTP deliveries that fail would take minutes). received_at is a millisecond apart per row,
+ * an hour back, so the replay's keyset walks distinct times. Bodies carry the event id, which is how
+ * the destination counts what it received.
+ */
+export async function seedFailedEvents(sql: postgres.Sql, source: string, count: number): Promise<void> {
+  await sql`
+    insert into inbound_events (source, event_id, event_type, payload_hash, body, headers, status,
+                                attempts, last_error, received_at, enqueued_at)
+    select ${source}, ${source} || '_' || i, 'order.created', encode(sha256(b.body), 'hex'), b.body,
+           '{"content-type":"application/json"}'::jsonb, 'failed', 3, 'destination answered HTTP 503',
+           now() - interval '1 hour' + i * interval '1 millisecond', now()
+    from generate_series(1, ${count}) as i,
+         lateral (select convert_to(json_build_object('id', ${source} || '_' || i, 'type', 'order.created')::text,
+                                    'UTF8') as body) as b`
+}
+
+/** One forwarding route to `url` for each source, with the fast test worker and relay. */
+export function forwardingConfig(sources: readonly string[], url: string): Config {
+  return buildConfig(
+    {
+      sources: sources.map((id) => ({
+        id,
+        verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
+        routes: [{ id: 'sink', forward: { url } }],
+      })),
+      // Forwarding 20,000 events is most of these tests' time: more handlers at once shorten it.
+      worker: { ...FAST_WORKER, concurrency: 16 },
+      relay: FAST_RELAY,
+    },
+    () => undefined,
+  )
+}
+
+/** How many times the destination received each event id (from the forwarded bodies). */
+export function countsById(received: ReadonlyArray<{ body: string }>): Map<string, number> {
+  const counts = new Map<string, number>()
+  for (const { body } of received) {
+    const id = (JSON.parse(body) as { id: string }).id
+    counts.set(id, (counts.get(id) ?? 0) + 1)
+  }
+  return counts
+}
+
+export interface CliRun {
+  status: number | null
+  signal: NodeJS.Signals | null
+  stdout: string
+  stderr: string
+  /** The kernel's peak resident set size of the process, in MiB (undefined when killed with SIGKILL). */
+  peakRssMb: number | undefined
+}
+
+/** The built CLI in a child process on `databaseUrl`; `during` may signal it while it runs. */
+export function runCli(
+  args: string[],
+  databaseUrl: string,
+  options: {
+    rssFile?: string
+    /** Runs beside the child; what it returns is called once the child has exited. */
+    during?: (child: ReturnType<typeof spawn>) => (() => void) | undefined
+    timeoutMs?: number
+  } = {},
+): Promise<CliRun> {
+  return new Promise((resolve, reject) => {
+    if (options.rssFile !== undefined) writeFileSync(options.rssFile, '')
+    const child = spawn(process.execPath, ['--import', PEAK_RSS, 'bin/hookledger.js', ...args], {
+      cwd: ROOT,
+      env: {
+        PATH: process.env.PATH ?? '',
+        LOG_LEVEL: 'silent',
+        DATABASE_URL: databaseUrl,
+        PEAK_RSS_FILE: options.rssFile ?? '',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString()
+    })
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString()
+    })
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`hookledger ${args.join(' ')} ran over ${options.timeoutMs ?? 60_000} ms: ${stderr}`))
+    }, options.timeoutMs ?? 60_000)
+    let cleanup: (() => void) | undefined
+    child.on('close', (status, signal) => {
+      clearTimeout(timer)
+      cleanup?.()
+      const text = options.rssFile === undefined ? '' : readFileSync(options.rssFile, 'utf8')
+      resolve({ status, signal, stdout, stderr, peakRssMb: text === '' ? undefined : Number(text) / 1024 })
+    })
+    cleanup = options.during?.(child)
+  })
+}
