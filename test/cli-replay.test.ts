@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -11,6 +10,7 @@ import { readClientEnvironment } from '../src/config/env.js'
 import { inboundEvents } from '../src/db/schema.js'
 import type { EventHandler } from '../src/handlers/types.js'
 import { generateStandardWebhooksKeyPair } from '../src/testing.js'
+import { runCommand } from './support/run-command.js'
 import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from './support/service.js'
 import { temporaryDirectory } from './support/temp.js'
 
@@ -255,20 +255,9 @@ describe('the hookledger binary', () => {
   it('dispatches sign and replay, reading the config file and secrets from the environment', async () => {
     // Asynchronous on purpose: the replay posts to the service running in this very process.
     const cli = (args: string[]) =>
-      new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
-        const child = spawn(process.execPath, ['bin/hookledger.js', ...args], {
-          cwd: ROOT,
-          env: { PATH: process.env.PATH ?? '', HOOKLEDGER_CONFIG: configPath, ...SECRETS },
-        })
-        let stdout = ''
-        let stderr = ''
-        child.stdout.on('data', (chunk: Buffer) => {
-          stdout += chunk.toString()
-        })
-        child.stderr.on('data', (chunk: Buffer) => {
-          stderr += chunk.toString()
-        })
-        child.on('close', (status) => resolve({ status, stdout, stderr }))
+      runCommand(process.execPath, ['bin/hookledger.js', ...args], {
+        cwd: ROOT,
+        env: { HOOKLEDGER_CONFIG: configPath, ...SECRETS },
       })
     const signed = await cli(['sign', '--source', 'paddle', 'fixtures/paddle/transaction.completed.json'])
     expect(signed.stderr).toBe('')

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process'
 import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -8,6 +7,7 @@ import { buildConfig } from '../../src/config/config.js'
 import { inboundEvents } from '../../src/db/schema.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { type MockStripe, startMockStripe } from '../support/mock-stripe.js'
+import { runCommand } from '../support/run-command.js'
 import { FAST_RELAY, FAST_WORKER, startTestService } from '../support/service.js'
 import { startSink } from '../support/sink.js'
 import { temporaryDirectory } from '../support/temp.js'
@@ -26,28 +26,15 @@ let sink: Awaited<ReturnType<typeof startSink>>
 let configFile: Record<string, unknown>
 
 function hookledger(args: string[], env: Record<string, string> = {}) {
-  return new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, ['bin/hookledger.js', ...args], {
-      cwd: ROOT,
-      env: {
-        PATH: process.env.PATH ?? '',
-        LOG_LEVEL: 'silent',
-        DATABASE_URL: database.url,
-        HOOKLEDGER_CONFIG: configPath,
-        STRIPE_API_KEY: API_KEY,
-        ...env,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString()
-    })
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString()
-    })
-    child.on('close', (status) => resolve({ status, stdout, stderr }))
+  return runCommand(process.execPath, ['bin/hookledger.js', ...args], {
+    cwd: ROOT,
+    env: {
+      LOG_LEVEL: 'silent',
+      DATABASE_URL: database.url,
+      HOOKLEDGER_CONFIG: configPath,
+      STRIPE_API_KEY: API_KEY,
+      ...env,
+    },
   })
 }
 

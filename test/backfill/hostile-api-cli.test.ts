@@ -1,10 +1,10 @@
-import { spawn } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { type HostileProvider, startHostileProvider, streamBody } from '../support/hostile-provider.js'
+import { runCommand } from '../support/run-command.js'
 import { temporaryDirectory } from '../support/temp.js'
 
 // `hookledger backfill` against a provider API that misbehaves, as an operator would meet it: the
@@ -21,39 +21,23 @@ const rssPath = join(directory, 'peak-rss')
 let database: TestDatabase
 let provider: HostileProvider
 
-function backfill(source: string) {
-  return new Promise<{ status: number | null; stdout: string; stderr: string; peakRssMb: number }>(
-    (resolve) => {
-      writeFileSync(rssPath, '')
-      const child = spawn(
-        process.execPath,
-        ['--import', PEAK_RSS, 'bin/hookledger.js', 'backfill', '--source', source],
-        {
-          cwd: ROOT,
-          env: {
-            PATH: process.env.PATH ?? '',
-            LOG_LEVEL: 'silent',
-            DATABASE_URL: database.url,
-            HOOKLEDGER_CONFIG: configPath,
-            STRIPE_API_KEY: API_KEY,
-            PEAK_RSS_FILE: rssPath,
-          },
-          stdio: ['ignore', 'pipe', 'pipe'],
-        },
-      )
-      let stdout = ''
-      let stderr = ''
-      child.stdout.on('data', (chunk: Buffer) => {
-        stdout += chunk.toString()
-      })
-      child.stderr.on('data', (chunk: Buffer) => {
-        stderr += chunk.toString()
-      })
-      child.on('close', (status) =>
-        resolve({ status, stdout, stderr, peakRssMb: Number(readFileSync(rssPath, 'utf8')) / 1024 }),
-      )
+async function backfill(source: string) {
+  writeFileSync(rssPath, '')
+  const run = await runCommand(
+    process.execPath,
+    ['--import', PEAK_RSS, 'bin/hookledger.js', 'backfill', '--source', source],
+    {
+      cwd: ROOT,
+      env: {
+        LOG_LEVEL: 'silent',
+        DATABASE_URL: database.url,
+        HOOKLEDGER_CONFIG: configPath,
+        STRIPE_API_KEY: API_KEY,
+        PEAK_RSS_FILE: rssPath,
+      },
     },
   )
+  return { ...run, peakRssMb: Number(readFileSync(rssPath, 'utf8')) / 1024 }
 }
 
 const event = (id: string) => ({

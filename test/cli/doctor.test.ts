@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -13,6 +12,7 @@ import { deploymentQueuePrefix, INBOUND_QUEUE, processEventJob } from '../../src
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { testRedisUrl } from '../support/env.js'
 import { startRedisServer } from '../support/redis-server.js'
+import { runCommand } from '../support/run-command.js'
 import { temporaryDirectory } from '../support/temp.js'
 
 // Each finding is made true in a real database (or a Redis of the test's own), `doctor` must name it
@@ -399,28 +399,16 @@ describe('hookledger doctor, as the CLI runs it', () => {
   const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
   /** The real entry point as a child process (main.ts registers the command). */
-  function runCli(args: string[]) {
-    return new Promise<Run>((resolve) => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'doctor', ...args], {
+  async function runCli(args: string[]): Promise<Run> {
+    const run = await runCommand(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli/main.ts', 'doctor', ...args],
+      {
         cwd: ROOT,
-        env: {
-          PATH: process.env.PATH ?? '',
-          DATABASE_URL: db.url,
-          REDIS_URL: testRedisUrl(),
-          HOOKLEDGER_CONFIG: configPath,
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      })
-      let stdout = ''
-      let stderr = ''
-      child.stdout.on('data', (chunk: Buffer) => {
-        stdout += chunk.toString()
-      })
-      child.stderr.on('data', (chunk: Buffer) => {
-        stderr += chunk.toString()
-      })
-      child.on('close', (status) => resolve({ status: status ?? -1, stdout, stderr }))
-    })
+        env: { DATABASE_URL: db.url, REDIS_URL: testRedisUrl(), HOOKLEDGER_CONFIG: configPath },
+      },
+    )
+    return { ...run, status: run.status ?? -1 }
   }
 
   it('answers --help, exits 1 with a finding and 0 on a clean ledger', async () => {

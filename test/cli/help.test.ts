@@ -1,8 +1,8 @@
-import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { COMMAND_HELP } from '../../src/cli/help.js'
+import { runCommand } from '../support/run-command.js'
 
 // Run as a user runs it: the bin executed through its shebang (`npx hookledger`), not `node FILE`,
 // since the shebang is what keeps node 20 off `--env-file`.
@@ -16,21 +16,7 @@ interface Result {
 }
 
 function hookledger(args: string[]): Promise<Result> {
-  return new Promise((resolve) => {
-    const child = spawn(`${ROOT}/bin/hookledger.js`, args, {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'silent' },
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString()
-    })
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString()
-    })
-    child.on('close', (status) => resolve({ status, stdout, stderr }))
-  })
+  return runCommand(`${ROOT}/bin/hookledger.js`, args, { cwd: ROOT, env: { LOG_LEVEL: 'silent' } })
 }
 
 const COMMANDS = Object.keys(COMMAND_HELP)

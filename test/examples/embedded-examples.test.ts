@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process'
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -8,6 +7,7 @@ import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { runningEmbeddedUrl } from '../../src/db/embedded.js'
 import { type Child, startChild } from '../support/child.js'
+import { runCommand } from '../support/run-command.js'
 import { signedHeaders } from '../support/signing.js'
 
 // The examples as a newcomer runs them: no PostgreSQL, no Redis, nothing exported but what the
@@ -37,18 +37,7 @@ afterAll(async () => {
 })
 
 function runNode(args: string[], env: Record<string, string>, cwd = ROOT) {
-  return new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, args, { cwd, env: { PATH: process.env.PATH ?? '', ...env } })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString()
-    })
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString()
-    })
-    child.on('close', (status) => resolve({ status, stdout, stderr }))
-  })
+  return runCommand(process.execPath, args, { cwd, env })
 }
 
 describe('examples/ in embedded mode', () => {

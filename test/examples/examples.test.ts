@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -6,6 +5,7 @@ import { signDelivery } from '../../src/testing.js'
 import { type Child, startChild } from '../support/child.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { testRedisUrl } from '../support/env.js'
+import { runCommand } from '../support/run-command.js'
 import { TEST_SECRET } from '../support/signing.js'
 
 // Each example in examples/ runs here as a reader would run it: plain node on the built package,
@@ -33,18 +33,7 @@ afterAll(async () => {
 
 /** Runs `node ...args` to its end; the examples are short scripts. */
 function runNode(args: string[], env: Record<string, string>) {
-  return new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, args, { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env } })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString()
-    })
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString()
-    })
-    child.on('close', (status) => resolve({ status, stdout, stderr }))
-  })
+  return runCommand(process.execPath, args, { cwd: ROOT, env })
 }
 
 async function paidInvoices() {
