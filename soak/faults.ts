@@ -88,7 +88,10 @@ const FAULTS: Record<string, (context: Context) => Promise<void>> = {
     // with the CLI as the README says. Bounded: 10 tries.
     for (let i = 0; i < 10; i += 1) {
       const result = await cli(stack, ['routes', 'enable', SOURCE, ROUTE])
-      if (result.code === 0) return
+      if (result.code === 0) {
+        faults.problems.delete('destination 410 then routes enable')
+        return
+      }
       faults.problems.set('destination 410 then routes enable', result.stderr.trim().slice(0, 200))
       await sleep(1000)
     }

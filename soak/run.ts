@@ -50,16 +50,22 @@ async function main(): Promise<boolean> {
   cleanups.push(() => stack.close())
   // Spacing: each fault about twice at the default length; never closer than 4 s.
   const spacingMs = Math.max(4000, Math.floor((SECONDS * 1000) / (FAULT_NAMES.length * 2 + 1)))
-  console.log(`soak: ${SECONDS} s of faults, ${RATE} deliveries/s, a fault every ${spacingMs / 1000} s`)
+  console.log(
+    `soak: ${SECONDS} s of faults, ${RATE} deliveries/s, a fault every ${spacingMs / 1000} s; ` +
+      `database ${stack.database.name}, redis ${stack.redisUrl}, queue prefix ${stack.prefix}`,
+  )
   const load = startLoad(`${stack.apiUrl()}/webhooks/${SOURCE}`, RATE, RATE * 4)
+  const loadEnds = Date.now() + SECONDS * 1000
   let faults: Faults
   try {
-    faults = await runFaults({ stack, destination, load }, started + SECONDS * 1000, spacingMs)
+    faults = await runFaults({ stack, destination, load }, loadEnds, spacingMs)
   } finally {
     // Whatever happened, leave the network and the destination healthy for the drain.
     stack.proxy.forward()
     destination.setMode('ok')
   }
+  // The load goes on to its end (the last fault may end up to one spacing earlier).
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, loadEnds - Date.now())))
   const faultsEnded = Date.now()
   await load.stop(RETRY_TIMEOUT_MS)
   const drainMs = await waitForDrain(stack, load.stats, destination, DRAIN_TIMEOUT_MS)
@@ -71,7 +77,7 @@ async function main(): Promise<boolean> {
     detail:
       drainMs === undefined
         ? `not within ${DRAIN_TIMEOUT_MS / 1000} s of the last retry`
-        : `${drainSeconds.toFixed(1)} s after the faults stopped (load retries included)`,
+        : `${drainSeconds.toFixed(1)} s after the load stopped (its retries included)`,
   })
   const forwards = [...destination.taken.values()]
   const repeats = forwards.reduce((sum, n) => sum + n - 1, 0)
@@ -92,7 +98,7 @@ async function main(): Promise<boolean> {
     '',
     `forwards: ${destination.taken.size} unique, ${repeats} repeats; destination answers: ${[...destination.answers].map(([s, n]) => `${n}×${s}`).join(', ')}`,
     `events FAILED: ${failed[0]?.n ?? 0}; agent operations reported unknown: ${faults.agentKeys.length}`,
-    `time to drain: ${drainSeconds.toFixed(1)} s after the faults stopped; whole run ${((Date.now() - started) / 1000).toFixed(0)} s`,
+    `time to drain: ${drainSeconds.toFixed(1)} s after the load stopped; whole run ${((Date.now() - started) / 1000).toFixed(0)} s`,
     '',
     'checks:',
     ...verdicts.map((verdict) => `  ${verdict.ok ? 'PASS' : 'FAIL'}  ${verdict.name}: ${verdict.detail}`),
