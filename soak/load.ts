@@ -37,7 +37,8 @@ export interface Load {
 
 export function startLoad(url: string, perSecond: number, maxInFlight: number): Load {
   const stats: LoadStats = {
-    outcomes: new Map(),
+    // The answers the report always lists, seen or not; others are added as they come.
+    outcomes: new Map(['accepted', 'duplicate', '503', '429'].map((outcome) => [outcome, 0])),
     answered200: new Set(),
     gaveUp: new Set(),
     skipped: 0,
