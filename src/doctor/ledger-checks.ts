@@ -1,3 +1,4 @@
+import { operationStatus } from '../db/outbound-schema.js'
 import {
   type Check,
   counted,
@@ -13,17 +14,8 @@ const encodedPart = (column: string) => `replace(replace(${column}, '%', '%25'),
 /** The reverse, for a part split off a key: '%3A' first, so an encoded '%' never turns into one. */
 const decodedPart = (part: string) => `replace(replace(${part}, '%3A', ':'), '%25', '%')`
 
-/** Settled statuses other than completed: an operation in one of these never runs again by itself. */
-const NOT_COMPLETED = [
-  'in_progress',
-  'needs_reconciliation',
-  'awaiting_approval',
-  'retry_approved',
-  'exhausted',
-  'failed',
-  'abandoned',
-  'compensated',
-]
+/** Every status but completed (the schema's own list): a forward in one of these did not deliver. */
+const NOT_COMPLETED = operationStatus.enumValues.filter((status) => status !== 'completed')
 
 /**
  * A DONE event whose forward (`<source>:<event id>:forward`) or forward route
