@@ -17,40 +17,13 @@ const toleranceField = z
   .max(7 * 24 * 3600)
   .default(300)
 
-const standardWebhooks = z.object({
-  scheme: z.literal('standard-webhooks'),
-  /** `whsec_…` HMAC secrets and/or `whpk_…` ed25519 public keys, in any mix (rotation, migration). */
-  secrets: secretsField,
-  toleranceSeconds: toleranceField,
-})
+/** A scheme whose settings are its secrets alone (it signs no timestamp). */
+const secretsOnly = <Name extends string>(scheme: Name) =>
+  z.object({ scheme: z.literal(scheme), secrets: secretsField })
 
-const stripe = z.object({
-  scheme: z.literal('stripe'),
-  secrets: secretsField,
-  toleranceSeconds: toleranceField,
-})
-
-const github = z.object({
-  scheme: z.literal('github'),
-  secrets: secretsField,
-})
-
-const shopify = z.object({
-  scheme: z.literal('shopify'),
-  secrets: secretsField,
-})
-
-const slack = z.object({
-  scheme: z.literal('slack'),
-  secrets: secretsField,
-  toleranceSeconds: toleranceField,
-})
-
-const paddle = z.object({
-  scheme: z.literal('paddle'),
-  secrets: secretsField,
-  toleranceSeconds: toleranceField,
-})
+/** A scheme whose settings are its secrets and how far its signed timestamp may be off. */
+const timestamped = <Name extends string>(scheme: Name) =>
+  z.object({ scheme: z.literal(scheme), secrets: secretsField, toleranceSeconds: toleranceField })
 
 const square = z.object({
   scheme: z.literal('square'),
@@ -103,12 +76,13 @@ const hmac = z.object({
  * (src/inbound/verifiers/index.ts), or the build fails.
  */
 export const verifyConfigSchema = z.discriminatedUnion('scheme', [
-  standardWebhooks,
-  stripe,
-  github,
-  shopify,
-  slack,
-  paddle,
+  // Its secrets: `whsec_…` HMAC secrets and/or `whpk_…` ed25519 public keys, in any mix.
+  timestamped('standard-webhooks'),
+  timestamped('stripe'),
+  secretsOnly('github'),
+  secretsOnly('shopify'),
+  timestamped('slack'),
+  timestamped('paddle'),
   square,
   hmac,
 ])
