@@ -1,3 +1,10 @@
+/**
+ * The config as the code uses it: the file's sections, checked, and each source ready to receive.
+ * The vocabulary lives in this folder, one file per concern, and imports nothing above it; the one
+ * check that needs a feature's code (building each source's verifier from its secrets) is handed in
+ * by the one assembly, `buildConfig`/`loadConfig` in src/service/config.ts.
+ */
+
 import { type AgentToken, resolveNamedAgentTokens } from './agents.js'
 import { type AlertChannelConfig, resolveAlertChannel } from './alerts.js'
 import { resolveBackfill, type SourceBackfill } from './backfill.js'
@@ -9,13 +16,6 @@ import { eventIdIsSigned, unsignedDedupParts } from './signed-parts.js'
 import type { SourceConfig } from './source.js'
 import type { Verifier, VerifierContext } from './verifier.js'
 import type { VerifyConfig } from './verify.js'
-
-/**
- * The config as the code uses it: the file's sections, checked, and each source ready to receive.
- * The vocabulary lives in this folder, one file per concern, and imports nothing above it; the one
- * check that needs a feature's code (building each source's verifier from its secrets) is handed in
- * by the one assembly, `buildConfig`/`loadConfig` in src/service/config.ts.
- */
 
 /** A source ready to receive: its settings plus a verifier whose secrets were checked at start-up. */
 export interface Source {
