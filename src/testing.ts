@@ -2,14 +2,14 @@
  * Helpers for tests that send signed deliveries to hookledger (or to any receiver of these schemes):
  * `import { signDelivery } from 'hookledger/testing'`.
  */
+
 import {
-  ConfigError,
   type SchemeName,
-  signWith,
   type VerifyConfig,
   type VerifyConfigInput,
   verifyConfigSchema,
-} from './inbound/verifiers/index.js'
+} from './config/verify.js'
+import { ConfigError, signWith } from './inbound/verifiers/index.js'
 
 type WithoutSecrets<T> = T extends unknown ? Omit<T, 'secrets'> & { secrets?: string[] } : never
 
@@ -84,8 +84,8 @@ export function idHeaderOf(config: VerifyConfig): string | undefined {
   }
 }
 
+export type { SchemeName, VerifyConfigInput } from './config/verify.js'
 export { type Fixture, FixtureError, listFixtures, readFixture } from './fixtures.js'
-export type { SchemeName, VerifyConfigInput } from './inbound/verifiers/index.js'
 export {
   generateStandardWebhooksKeyPair,
   standardWebhooksPublicKeyOf,

@@ -1,8 +1,9 @@
 import { eq } from 'drizzle-orm'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
-import { buildConfig } from '../src/config/config.js'
+import { verifyConfigSchema } from '../src/config/verify.js'
 import { inboundEvents } from '../src/db/schema.js'
-import { createVerifier, verifyConfigSchema } from '../src/inbound/verifiers/index.js'
+import { createVerifier } from '../src/inbound/verifiers/index.js'
+import { buildConfig } from '../src/service/config.js'
 import { type ApiStack, createApiStack } from './support/stack.js'
 import { buildVectorSets, readVectorSets, type VectorCase, type VectorSet } from './support/vectors.js'
 

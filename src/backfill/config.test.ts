@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { describeReport, parseSince } from '../cli/backfill.js'
-import { buildConfig } from '../config/config.js'
+import { buildConfig } from '../service/config.js'
 import { nextCursor } from './github.js'
 
 const stripeSource = (backfill: Record<string, unknown>) => ({

@@ -1,4 +1,5 @@
 import type postgres from 'postgres'
+import type { BackfillProvider } from '../config/backfill.js'
 import type { Source, SourceBackfill } from '../config/config.js'
 import { ConfigError } from '../config/errors.js'
 import {
@@ -12,7 +13,6 @@ import { LeaseLostError } from '../db/lease.js'
 import type { OrderingKeyRow } from '../db/ordering.js'
 import { orderingKeysOf } from '../delivery/ordering.js'
 import type { Logger } from '../logger.js'
-import type { BackfillProvider } from './config.js'
 import { BackfillError, type BackfillErrorCode } from './errors.js'
 import { githubSweep } from './github.js'
 import { createProviderClient, type ProviderClient, UNAVAILABLE_ATTEMPTS } from './provider-client.js'

@@ -1,11 +1,11 @@
 import { BackfillError } from '../backfill/errors.js'
 import type { BackfillReport } from '../backfill/pass.js'
 import { runBackfillPass } from '../backfill/pass.js'
-import { loadConfig } from '../config/config.js'
 import type { Environment } from '../config/env.js'
 import { openLedger } from '../db/client.js'
 import { migrateLedger } from '../db/migrate.js'
 import type { Logger } from '../logger.js'
+import { loadConfig } from '../service/config.js'
 import { CliError, parseCommandLine, reportingCliErrors, usageError } from './errors.js'
 import type { CommandIo } from './sign.js'
 

@@ -1,8 +1,8 @@
 import postgres from 'postgres'
-import { loadConfig } from '../config/config.js'
 import type { Environment } from '../config/env.js'
 import { formatReport, runDoctor } from '../doctor/run.js'
 import type { ProcessCounts } from '../doctor/types.js'
+import { loadConfig } from '../service/config.js'
 import { parseCommandLine, reportingCliErrors, usageError } from './errors.js'
 import type { CommandIo } from './sign.js'
 

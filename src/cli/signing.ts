@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto'
-import { ConfigError, loadConfig, resolveSecretReference } from '../config/config.js'
+import { ConfigError, resolveSecretReference } from '../config/config.js'
 import type { ClientEnvironment } from '../config/env.js'
+import type { VerifyConfig } from '../config/verify.js'
 import { type Fixture, headerValue } from '../fixtures.js'
-import { signWith, type VerifyConfig } from '../inbound/verifiers/index.js'
+import { signWith } from '../inbound/verifiers/index.js'
+import { loadConfig } from '../service/config.js'
 import { idHeaderOf } from '../testing.js'
 
 /** The flags `sign` and `replay` share: which source, its config file, the secret, where to send. */

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { z } from 'zod'
-import { MAX_AGENT_KEY_LENGTH } from '../outbound/keys.js'
 import { ConfigError } from './errors.js'
+import { MAX_AGENT_KEY_LENGTH } from './operation-keys.js'
 
 const TOKEN_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/
 const TOOL_NAME = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/

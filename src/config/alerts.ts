@@ -1,5 +1,8 @@
+import { Webhook } from 'standardwebhooks'
 import { z } from 'zod'
+import { ConfigError } from './errors.js'
 import { uniqueIds } from './routes.js'
+import { type Lookup, resolveSecretReference } from './secrets.js'
 
 const CHANNEL_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
 const url = z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
@@ -78,3 +81,19 @@ export const alertsSchema = z
   .prefault({})
 
 export type AlertsConfig = z.infer<typeof alertsSchema>
+
+/** A channel with its `env:` references looked up and its signing secret checked (ConfigError if not). */
+export function resolveAlertChannel(channel: AlertChannelConfig, lookup: Lookup): AlertChannelConfig {
+  if (channel.type === 'slack') {
+    const url = resolveSecretReference(channel.url, 'url', lookup)
+    if (!/^https?:\/\//.test(url)) throw new ConfigError('url: must be an http:// or https:// URL')
+    return { ...channel, url }
+  }
+  const secret = resolveSecretReference(channel.secret, 'secret', lookup)
+  try {
+    new Webhook(secret)
+  } catch {
+    throw new ConfigError('secret: must be a Standard Webhooks secret (whsec_ and base64)')
+  }
+  return { ...channel, secret }
+}

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { buildConfig, ConfigError } from './config.js'
+import { buildConfig } from '../service/config.js'
+import { ConfigError } from './config.js'
 
 const SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'
 const file = {

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import type { SecretResolver } from './secrets.js'
 
 const ROUTE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
 
@@ -117,6 +118,24 @@ export const routeSchema = z
 export type RouteConfig = z.infer<typeof routeSchema>
 
 export const routesSchema = z.array(routeSchema).min(1).superRefine(uniqueIds('route'))
+
+/** Route forward headers may carry credentials as `env:NAME`, like every other secret in the file. */
+export function resolveRouteHeaders(
+  routes: readonly RouteConfig[],
+  resolveSecret: SecretResolver,
+): RouteConfig[] {
+  return routes.map((route) => {
+    const headers = route.forward?.headers
+    if (route.forward === undefined || headers === undefined) return route
+    const resolved = Object.fromEntries(
+      Object.entries(headers).map(([name, value]) => [
+        name,
+        resolveSecret(value, `routes '${route.id}': forward.headers.${name}`),
+      ]),
+    )
+    return { ...route, forward: { ...route.forward, headers: resolved } }
+  })
+}
 
 /** A list's refinement: every entry's `id` differs, or the second of two is named. */
 export function uniqueIds(what: string) {

@@ -1,13 +1,14 @@
 import { SpanKind } from '@opentelemetry/api'
 import type postgres from 'postgres'
 import type { Config } from '../config/config.js'
+import type { EvidenceRule } from '../config/evidence.js'
 import type { Database } from '../db/client.js'
 import type { LeasedEvent } from '../db/events.js'
 import { recordEvidence } from '../db/evidence.js'
 import type { Logger } from '../logger.js'
 import { settleFromEvidence } from '../outbound/evidence.js'
 import type { TraceScope } from '../tracing.js'
-import { type EvidenceRule, readEvidence } from './evidence-rules.js'
+import { readEvidence } from './evidence-rules.js'
 
 /**
  * The worker's first step for an event of a source with evidence rules: keep what the event says

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto'
 import type { Span } from '@opentelemetry/api'
 import type { Source } from '../config/config.js'
+import type { RejectionCode } from '../config/verifier.js'
 import type { ClaimBatcher } from '../db/claims.js'
 import { isLedgerUnavailable } from '../db/client.js'
 import { storableText } from '../db/text.js'
@@ -8,7 +9,6 @@ import { orderingKeysOf } from '../delivery/ordering.js'
 import { traceparentOf } from '../tracing.js'
 import type { Backpressure, Refusal } from './backpressure.js'
 import { buildDedupKey } from './dedup-key.js'
-import type { RejectionCode } from './verifiers/index.js'
 
 export type ReceiveOutcome =
   | { kind: 'accepted'; id: string }

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { assertNever } from '../assert.js'
 import { backoffDelay } from '../backoff.js'
+import { AGENT_SPACE, MAX_KEY_LENGTH } from '../config/operation-keys.js'
 import type { DoneRecord } from '../db/events.js'
 import { LeaseLostError } from '../db/lease.js'
 import { operationBatches } from '../db/operation-batches.js'
@@ -19,7 +20,7 @@ import {
 import { callExecute, callUndo } from './calls.js'
 import { settleHeldFromEvidence } from './evidence.js'
 import { payloadHash } from './hash.js'
-import { AGENT_SPACE, agentKeyOf, MAX_KEY_LENGTH } from './keys.js'
+import { agentKeyOf } from './keys.js'
 import {
   answerFor,
   type Machine,

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import { AGENT_SPACE, MAX_KEY_LENGTH } from '../config/operation-keys.js'
 
 /**
  * Operation keys are made here, by the runtime, never by a model: a model that retries a tool call
@@ -7,8 +8,6 @@ import { createHash } from 'node:crypto'
  */
 
 const STEP_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/
-
-export const MAX_KEY_LENGTH = 255
 
 /**
  * In a key that would be longer than MAX_KEY_LENGTH, each encoded workflow part longer than this is
@@ -75,27 +74,9 @@ function digest(text: string): string {
   return `%h${createHash('sha256').update(text, 'utf8').digest('base64url')}`
 }
 
-/**
- * The agents' space: every key an agent names through `/v1/operations` is kept as `agents/<key>`.
- * Nothing else may claim a key with this prefix (service keys start with a source or channel id,
- * which cannot contain '/', and `invoke` refuses it), so an agent can never claim, read or settle an
- * operation the service or in-process code made, and a key an agent chose can never pre-empt one of
- * theirs.
- */
-export const AGENT_SPACE = 'agents/'
-
-/** The longest key an agent may name: its ledger key (with `agents/`) must fit MAX_KEY_LENGTH. */
-export const MAX_AGENT_KEY_LENGTH = MAX_KEY_LENGTH - AGENT_SPACE.length
-
 /** The ledger's key of the operation an agent calls `key`. */
 export const agentLedgerKey = (key: string): string => `${AGENT_SPACE}${key}`
 
 /** The key an agent knows a ledger key by; undefined for a key outside the agents' space. */
 export const agentKeyOf = (ledgerKey: string): string | undefined =>
   ledgerKey.startsWith(AGENT_SPACE) ? ledgerKey.slice(AGENT_SPACE.length) : undefined
-
-/**
- * Tools the service runs for itself: forwards (a source's handler and every route) and alerts.
- * Their operations are internal: no evidence rule may name or settle them.
- */
-export const isInternalTool = (tool: string): boolean => tool === 'forward' || tool.startsWith('alert.')

@@ -1,3 +1,4 @@
+import { defaultOutboundSettings, type OutboundSettings } from '../config/outbound.js'
 import type { Database } from '../db/client.js'
 import { type Failpoints, noFailpoints } from '../failpoints.js'
 import type { EventInvoker } from '../handlers/types.js'
@@ -7,7 +8,6 @@ import { type InvokeRequest, invoke } from './invoke.js'
 import { stepKey } from './keys.js'
 import { type Machine, noReconcileScheduler, type ReconcileScheduler } from './machine.js'
 import type { InvokeOutcome } from './outcomes.js'
-import { defaultOutboundSettings, type OutboundSettings } from './settings.js'
 import type { Tool } from './tools.js'
 import { type WaitOptions, type WaitResult, waitForOperation } from './wait.js'
 

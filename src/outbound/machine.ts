@@ -1,4 +1,5 @@
 import { assertNever } from '../assert.js'
+import type { OutboundSettings } from '../config/outbound.js'
 import type { Database } from '../db/client.js'
 import { findPendingApprovalId, latestAttempt, reconciliationReason } from '../db/operation-queries.js'
 import type { AttemptRow, Held } from '../db/operation-rows.js'
@@ -8,7 +9,7 @@ import type { Logger } from '../logger.js'
 import { decide, type Step } from './decision.js'
 import { settledOutcome, settleFromEvidence } from './evidence.js'
 import type { InvokeOutcome } from './outcomes.js'
-import { type OutboundSettings, retryPolicyFor } from './settings.js'
+import { retryPolicyFor } from './settings.js'
 import type { RetryPolicy, Tool } from './tools.js'
 
 /** Hands an operation id to reconciliation after a delay (a queued job in the service). */

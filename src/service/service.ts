@@ -6,7 +6,7 @@ import { alertToolName } from '../alerts/channels.js'
 import { circuitOpenAlert, createAlertMonitor, routeDisabledAlert } from '../alerts/monitor.js'
 import { startBackfill } from '../backfill/loop.js'
 import { backfillMetrics } from '../backfill/metrics.js'
-import { type Config, loadConfig } from '../config/config.js'
+import type { Config } from '../config/config.js'
 import { type Environment, EnvironmentError, tracingSettings } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
 import { ledgerPoolSize, openLedger, scopeLedger } from '../db/client.js'
@@ -49,6 +49,7 @@ import { type RedisWatch, redisProblems, watchRedis } from '../queue/redis-healt
 import { startRelay } from '../queue/relay.js'
 import { startWorker } from '../queue/worker.js'
 import { startTracing } from '../tracing.js'
+import { loadConfig } from './config.js'
 
 export type Role = 'all' | 'api' | 'worker'
 

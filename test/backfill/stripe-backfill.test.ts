@@ -2,9 +2,10 @@ import { and, eq, sql } from 'drizzle-orm'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { BackfillError } from '../../src/backfill/errors.js'
 import { runBackfillPass } from '../../src/backfill/pass.js'
-import { buildConfig, type Config, type Source } from '../../src/config/config.js'
+import type { Config, Source } from '../../src/config/config.js'
 import { backfillCursors, inboundConflicts, inboundEvents } from '../../src/db/schema.js'
 import { createLogger } from '../../src/logger.js'
+import { buildConfig } from '../../src/service/config.js'
 import { signDelivery } from '../../src/testing.js'
 import {
   type MockStripe,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
-import { buildConfig } from '../../src/config/config.js'
 import type { EventHandler } from '../../src/handlers/types.js'
 import { defineTool } from '../../src/outbound/tools.js'
+import { buildConfig } from '../../src/service/config.js'
 import { statusCounts, useDeliveryTest } from '../support/delivery.js'
 import { FAST_RELAY, FAST_WORKER } from '../support/service.js'
 import { signedHeaders, TEST_SECRET } from '../support/signing.js'

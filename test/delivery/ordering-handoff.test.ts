@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import { buildConfig, type Config } from '../../src/config/config.js'
+import type { Config } from '../../src/config/config.js'
+import { buildConfig } from '../../src/service/config.js'
 import { statusCounts, useDeliveryTest } from '../support/delivery.js'
 import { captureLogs } from '../support/log-capture.js'
 import { signedHeaders, TEST_SECRET } from '../support/signing.js'

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { buildConfig } from '../../src/config/config.js'
+import { buildConfig } from '../../src/service/config.js'
 import { gate } from '../support/gate.js'
 import { FAST_RELAY, startTestService, type TestService } from '../support/service.js'
 import { signedHeaders, TEST_SECRET } from '../support/signing.js'

@@ -1,11 +1,6 @@
 import { describe, expect, it } from 'vitest'
-import {
-  createVerifier,
-  SCHEME_NAMES,
-  type SchemeName,
-  signWith,
-  verifyConfigSchema,
-} from '../../src/inbound/verifiers/index.js'
+import { type SchemeName, verifyConfigSchema } from '../../src/config/verify.js'
+import { createVerifier, SCHEME_NAMES, signWith } from '../../src/inbound/verifiers/index.js'
 import { MAX_SIGNATURES_PER_HEADER } from '../../src/inbound/verifiers/signatures.js'
 import { generateStandardWebhooksKeyPair } from '../../src/testing.js'
 

@@ -1,8 +1,8 @@
 import { Webhook as SvixWebhook } from 'svix'
 import { describe, expect, it } from 'vitest'
+import type { Verification } from '../../src/config/verifier.js'
 import { ConfigError } from '../../src/inbound/verifiers/index.js'
 import { standardWebhooks } from '../../src/inbound/verifiers/standard-webhooks.js'
-import type { Verification } from '../../src/inbound/verifiers/types.js'
 import { SPEC_VECTOR, signedHeaders, TEST_SECRET } from '../support/signing.js'
 
 const literal = (reference: string) => reference

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { outboundSettingsSchema } from '../../src/config/outbound.js'
 import { createLogger } from '../../src/logger.js'
 import { createMetrics } from '../../src/metrics.js'
 import { decide } from '../../src/outbound/approvals.js'
 import { addOutboundGauges } from '../../src/outbound/gauges.js'
 import { createOutboundLedger } from '../../src/outbound/ledger.js'
 import { reconcileOperation } from '../../src/outbound/reconcile.js'
-import { outboundSettingsSchema } from '../../src/outbound/settings.js'
 import { defineTool } from '../../src/outbound/tools.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 

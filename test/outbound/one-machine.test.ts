@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { buildConfig } from '../../src/config/config.js'
+import { outboundSettingsSchema } from '../../src/config/outbound.js'
 import { createClaimBatcher } from '../../src/db/claims.js'
 import { noFailpoints } from '../../src/failpoints.js'
 import { createApp } from '../../src/http/app.js'
@@ -8,9 +8,9 @@ import { createMetrics } from '../../src/metrics.js'
 import { decide } from '../../src/outbound/approvals.js'
 import { createOutboundLedger } from '../../src/outbound/ledger.js'
 import { reconcileOperation } from '../../src/outbound/reconcile.js'
-import { outboundSettingsSchema } from '../../src/outbound/settings.js'
 import { defineTool } from '../../src/outbound/tools.js'
 import { createEnqueuer } from '../../src/queue/enqueuer.js'
+import { buildConfig } from '../../src/service/config.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 
 // One state machine for both sides of the guard: a tool run in process and the same tool driven by

@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest'
-import { buildConfig, ConfigError } from '../../src/config/config.js'
+import { ConfigError } from '../../src/config/config.js'
+import { verifyConfigSchema } from '../../src/config/verify.js'
 import {
   createVerifier,
   providerRetryHorizonSeconds,
   SCHEME_NAMES,
   SCHEMES,
-  verifyConfigSchema,
 } from '../../src/inbound/verifiers/index.js'
+import { buildConfig } from '../../src/service/config.js'
 import { generateStandardWebhooksKeyPair, signDelivery } from '../../src/testing.js'
 
 // Verification fails closed: a config that cannot verify what it claims never starts, naming the

@@ -1,7 +1,7 @@
 import { createHash, createHmac } from 'node:crypto'
 import { readdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { type VerifyConfigInput, verifyConfigSchema } from '../../src/inbound/verifiers/index.js'
+import { type VerifyConfigInput, verifyConfigSchema } from '../../src/config/verify.js'
 import { standardWebhooksPublicKeyOf } from '../../src/inbound/verifiers/standard-webhooks.js'
 import { signDelivery } from '../../src/testing.js'
 import { SPEC_VECTOR } from './signing.js'

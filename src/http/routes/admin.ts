@@ -1,6 +1,7 @@
 import { Hono } from 'hono'
 import { z } from 'zod'
 import { assertNever } from '../../assert.js'
+import { MAX_KEY_LENGTH } from '../../config/operation-keys.js'
 import type { Database } from '../../db/client.js'
 import { listEvents } from '../../db/event-queries.js'
 import {
@@ -13,7 +14,6 @@ import {
 import { operationStatus } from '../../db/outbound-schema.js'
 import type { Logger } from '../../logger.js'
 import { decide, showApproval } from '../../outbound/approvals.js'
-import { MAX_KEY_LENGTH } from '../../outbound/keys.js'
 import type { Enqueuer } from '../../queue/enqueuer.js'
 import { encodeCursor, eventsQuery, filterOf, storable } from '../admin-ui/filters.js'
 import { ApiError } from '../errors.js'

@@ -1,4 +1,5 @@
-import { type Rejection, reject, type Verification } from './types.js'
+import type { Verification } from '../../config/verifier.js'
+import { type Rejection, reject } from './types.js'
 
 const MAX_EVENT_ID_LENGTH = 255
 

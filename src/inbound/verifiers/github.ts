@@ -1,6 +1,4 @@
-import { z } from 'zod'
 import { parseJsonBody, readEventId } from './body.js'
-import { secretsField } from './config-fields.js'
 import { parseSignatureHeader, type SignatureHeaderFormat } from './signature-header.js'
 import { anyMatch, hmac, keepHeaders, loadSecrets } from './signatures.js'
 import { reject, type Scheme } from './types.js'
@@ -11,10 +9,6 @@ import { reject, type Scheme } from './types.js'
  * timestamp, so a captured delivery stays valid forever: replay protection rests on the ledger's
  * (source, X-GitHub-Delivery) key alone, for as long as rows are kept.
  */
-const configSchema = z.object({
-  scheme: z.literal('github'),
-  secrets: secretsField,
-})
 
 const SIGNATURE = 'x-hub-signature-256'
 const DELIVERY = 'x-github-delivery'
@@ -37,9 +31,8 @@ const FORMAT = {
   encoding: 'hex',
 } as const satisfies SignatureHeaderFormat
 
-export const github: Scheme<'github', typeof configSchema> = {
+export const github: Scheme<'github'> = {
   name: 'github',
-  configSchema,
   // GitHub never redelivers on its own: a failed delivery is redelivered by hand or through its API.
   retryHorizonSeconds: 0,
   create(config, { resolveSecret }) {

@@ -1,7 +1,7 @@
-import { z } from 'zod'
 import { ConfigError } from '../../config/errors.js'
+import type { Verification } from '../../config/verifier.js'
+import type { VerifyConfigOf } from '../../config/verify.js'
 import { parseJsonBody, readEventId, readEventIdAt, stringAt } from './body.js'
-import { secretsField, toleranceField } from './config-fields.js'
 import { parseSignatureHeader } from './signature-header.js'
 import {
   anyMatch,
@@ -12,7 +12,7 @@ import {
   loadSecrets,
   parseUnixSeconds,
 } from './signatures.js'
-import { reject, type Scheme, type Verification } from './types.js'
+import { reject, type Scheme } from './types.js'
 
 /**
  * A generic HMAC scheme for senders without a scheme of their own: one header carrying
@@ -20,44 +20,8 @@ import { reject, type Scheme, type Verification } from './types.js'
  * body, an optional timestamp header and an optional id header. Start-up refuses templates that
  * leave the body or the timestamp unsigned, so a config can never verify less than it claims.
  */
-const headerName = z
-  .string()
-  .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'must be an HTTP header name')
-  .transform((name) => name.toLowerCase())
 
-const locator = z.union([
-  z.object({ header: headerName }).strict(),
-  z
-    .object({ jsonPointer: z.string().regex(/^(\/.*)?$/, 'must be a JSON pointer such as /id or /data/id') })
-    .strict(),
-])
-
-const configSchema = z.object({
-  scheme: z.literal('hmac'),
-  secrets: secretsField,
-  /** How the configured secrets are turned into key bytes. */
-  secretEncoding: z.enum(['utf8', 'hex', 'base64']).default('utf8'),
-  header: headerName,
-  algorithm: z.enum(['sha256', 'sha512']).default('sha256'),
-  encoding: z.enum(['hex', 'base64']).default('hex'),
-  /** Text before each signature, e.g. `sha256=`; entries without it are ignored. */
-  prefix: z.string().default(''),
-  timestamp: z
-    .object({
-      header: headerName,
-      toleranceSeconds: toleranceField,
-    })
-    .strict()
-    .optional(),
-  /** `{body}`, `{timestamp}` and `{id}` are replaced; everything else is literal. */
-  signedContent: z.string().default('{body}'),
-  eventId: locator,
-  eventType: locator.optional(),
-  /** How long this sender retries, if known; used like the built-in schemes' horizons. */
-  retryHorizonSeconds: z.number().int().min(0).optional(),
-})
-
-type HmacConfig = z.infer<typeof configSchema>
+type HmacConfig = VerifyConfigOf<'hmac'>
 type Part = { kind: 'literal'; text: string } | { kind: 'body' | 'timestamp' | 'id' }
 
 /** Splits the signed-content template, refusing templates that would not authenticate what they use. */
@@ -113,9 +77,8 @@ function content(
   })
 }
 
-export const hmac: Scheme<'hmac', typeof configSchema> = {
+export const hmac: Scheme<'hmac'> = {
   name: 'hmac',
-  configSchema,
   // Unknown for a generic sender; a source may state it (verify.retryHorizonSeconds).
   retryHorizonSeconds: null,
   create(config, { resolveSecret }) {

@@ -1,4 +1,5 @@
-import { z } from 'zod'
+import type { Verifier, VerifierContext } from '../../config/verifier.js'
+import type { SchemeName, VerifyConfig, VerifyConfigOf } from '../../config/verify.js'
 import { github } from './github.js'
 import { hmac } from './hmac.js'
 import { paddle } from './paddle.js'
@@ -7,42 +8,14 @@ import { slack } from './slack.js'
 import { square } from './square.js'
 import { standardWebhooks } from './standard-webhooks.js'
 import { stripe } from './stripe.js'
-import type { SecretResolver, SigningInput, Verifier } from './types.js'
-
-/**
- * Every signature scheme a source can name. A scheme that is not listed here fails config
- * validation: there is no "accept" fallback.
- */
-export const verifyConfigSchema = z.discriminatedUnion('scheme', [
-  standardWebhooks.configSchema,
-  stripe.configSchema,
-  github.configSchema,
-  shopify.configSchema,
-  slack.configSchema,
-  paddle.configSchema,
-  square.configSchema,
-  hmac.configSchema,
-])
-export type VerifyConfig = z.infer<typeof verifyConfigSchema>
-/** A verify config as written in the config file (defaults not yet applied). */
-export type VerifyConfigInput = z.input<typeof verifyConfigSchema>
-export type SchemeName = VerifyConfig['scheme']
-
-type ConfigOf = { [Name in SchemeName]: Extract<VerifyConfig, { scheme: Name }> }
-type VerifierContext = { sourceId: string; resolveSecret: SecretResolver }
+import type { Scheme, SigningInput } from './types.js'
 
 /**
  * The scheme table: the one place a scheme name leads to its code. Written as a mapped type so that
  * `TABLE[config.scheme]` takes exactly that scheme's config without a cast or a switch, and a scheme
- * added to the config union but not here fails to compile.
+ * added to the config's union (src/config/verify.ts) but not here fails to compile.
  */
-type SchemeTable = {
-  [Name in SchemeName]: {
-    retryHorizonSeconds: number | null
-    create(config: ConfigOf[Name], context: VerifierContext): Verifier
-    sign(config: ConfigOf[Name], secrets: readonly string[], input: SigningInput): Record<string, string>
-  }
-}
+type SchemeTable = { [Name in SchemeName]: Scheme<Name> }
 
 export const SCHEMES = {
   'standard-webhooks': standardWebhooks,
@@ -59,8 +32,13 @@ export const SCHEME_NAMES = Object.keys(SCHEMES) as SchemeName[]
 
 const TABLE: SchemeTable = SCHEMES
 
+/**
+ * A source's verifier, its secrets resolved and checked: a secret its scheme cannot use is a
+ * ConfigError naming the field. The config's one assembly (src/service/config.ts) calls this for
+ * every source at start-up.
+ */
 export function createVerifier<Name extends SchemeName>(
-  config: ConfigOf[Name],
+  config: VerifyConfigOf<Name>,
   context: VerifierContext,
 ): Verifier {
   const scheme: SchemeTable[Name] = TABLE[config.scheme]
@@ -69,7 +47,7 @@ export function createVerifier<Name extends SchemeName>(
 
 /** The headers a sender using `config` would add to a delivery, signed with each of `secrets`. */
 export function signWith<Name extends SchemeName>(
-  config: ConfigOf[Name],
+  config: VerifyConfigOf<Name>,
   secrets: readonly string[],
   input: SigningInput,
 ): Record<string, string> {
@@ -86,23 +64,5 @@ export function providerRetryHorizonSeconds(config: VerifyConfig): number | null
   return SCHEMES[config.scheme].retryHorizonSeconds
 }
 
-/**
- * Whether the signature covers the event id. Where it does not (GitHub's X-GitHub-Delivery, Shopify's
- * X-Shopify-Event-Id, an `hmac` id header left out of signedContent), anyone holding one captured
- * delivery can resend it under a fresh id, so such sources also dedup on the body by default.
- */
-export function eventIdIsSigned(config: VerifyConfig): boolean {
-  switch (config.scheme) {
-    case 'github':
-    case 'shopify':
-      return false
-    case 'hmac':
-      return 'jsonPointer' in config.eventId || config.signedContent.includes('{id}')
-    default:
-      // Standard Webhooks signs `{id}.{timestamp}.{body}`; the others read the id from the signed body.
-      return true
-  }
-}
-
 export { ConfigError } from '../../config/errors.js'
-export type { Delivery, RejectionCode, SigningInput, Verification, Verifier } from './types.js'
+export type { SigningInput } from './types.js'

@@ -1,6 +1,4 @@
-import { z } from 'zod'
 import { parseJsonBody, readEventIdAt, stringAt } from './body.js'
-import { secretsField, toleranceField } from './config-fields.js'
 import { parseSignatureHeader, type SignatureHeaderFormat } from './signature-header.js'
 import { anyMatch, checkTolerance, hmac, keepHeaders, loadSecrets } from './signatures.js'
 import { reject, type Scheme } from './types.js'
@@ -9,11 +7,6 @@ import { reject, type Scheme } from './types.js'
  * Paddle Billing: `Paddle-Signature: ts=<unix>;h1=<hex HMAC-SHA256(secret, "{ts}:{body}")>`, with
  * one `h1` per active secret while a notification destination's secret is being rotated.
  */
-const configSchema = z.object({
-  scheme: z.literal('paddle'),
-  secrets: secretsField,
-  toleranceSeconds: toleranceField,
-})
 
 const SIGNATURE = 'paddle-signature'
 
@@ -25,9 +18,8 @@ const FORMAT = {
   encoding: 'hex',
 } as const satisfies SignatureHeaderFormat
 
-export const paddle: Scheme<'paddle', typeof configSchema> = {
+export const paddle: Scheme<'paddle'> = {
   name: 'paddle',
-  configSchema,
   // Live notifications are retried with backoff for about three days (sandbox: a few tries within
   // minutes).
   retryHorizonSeconds: 3 * 24 * 3600,

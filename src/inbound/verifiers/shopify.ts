@@ -1,6 +1,4 @@
-import { z } from 'zod'
 import { parseJsonBody, readEventId } from './body.js'
-import { secretsField } from './config-fields.js'
 import { base64List, parseSignatureHeader } from './signature-header.js'
 import { anyMatch, hmac, keepHeaders, loadSecrets } from './signatures.js'
 import { reject, type Scheme } from './types.js'
@@ -10,10 +8,6 @@ import { reject, type Scheme } from './types.js'
  * rotated Shopify may keep signing with the old one for up to an hour, so both belong in `secrets`
  * for that long.
  */
-const configSchema = z.object({
-  scheme: z.literal('shopify'),
-  secrets: secretsField,
-})
 
 const SIGNATURE = 'x-shopify-hmac-sha256'
 const EVENT_ID = 'x-shopify-event-id'
@@ -32,9 +26,8 @@ const KEPT = [
 
 const FORMAT = base64List(SIGNATURE)
 
-export const shopify: Scheme<'shopify', typeof configSchema> = {
+export const shopify: Scheme<'shopify'> = {
   name: 'shopify',
-  configSchema,
   // 8 retries over 4 hours, with the original payload.
   retryHorizonSeconds: 4 * 3600,
   create(config, { resolveSecret }) {

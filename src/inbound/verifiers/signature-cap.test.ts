@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest'
-import { createVerifier, signWith, type VerifyConfigInput, verifyConfigSchema } from './index.js'
+import { type VerifyConfigInput, verifyConfigSchema } from '../../config/verify.js'
+import { createVerifier, signWith } from './index.js'
 import { MAX_SIGNATURE_ENTRIES } from './signature-header.js'
 
 // Every scheme that reads a signature list through the shared parser caps it: a sender signing with

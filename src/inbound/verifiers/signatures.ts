@@ -1,6 +1,8 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import { ConfigError } from '../../config/errors.js'
-import { reject, type SecretResolver, type Verification } from './types.js'
+import type { SecretResolver } from '../../config/secrets.js'
+import type { Verification } from '../../config/verifier.js'
+import { reject } from './types.js'
 
 /** Helpers every HMAC scheme shares: secret loading, strict decoding, constant-time matching. */
 

@@ -1,20 +1,14 @@
-import { z } from 'zod'
+import type { Verification } from '../../config/verifier.js'
 import { parseJsonBody, readEventId, readEventIdAt, stringAt } from './body.js'
-import { secretsField, toleranceField } from './config-fields.js'
 import { parseSignatureHeader, type SignatureHeaderFormat } from './signature-header.js'
 import { anyMatch, checkTolerance, hmac, keepHeaders, loadSecrets, parseUnixSeconds } from './signatures.js'
-import { reject, type Scheme, type Verification } from './types.js'
+import { reject, type Scheme } from './types.js'
 
 /**
  * Slack: `X-Slack-Signature: v0=<hex HMAC-SHA256(signing secret, "v0:{timestamp}:{body}")>` with
  * `X-Slack-Request-Timestamp`. Events API bodies are JSON; interactivity and slash commands are
  * form-encoded, and are verified and stored as the exact bytes received (never re-encoded).
  */
-const configSchema = z.object({
-  scheme: z.literal('slack'),
-  secrets: secretsField,
-  toleranceSeconds: toleranceField,
-})
 
 const SIGNATURE = 'x-slack-signature'
 const TIMESTAMP = 'x-slack-request-timestamp'
@@ -29,9 +23,8 @@ const FORMAT = {
 
 const decoder = new TextDecoder('utf-8', { fatal: true })
 
-export const slack: Scheme<'slack', typeof configSchema> = {
+export const slack: Scheme<'slack'> = {
   name: 'slack',
-  configSchema,
   // Three retries: at once, after about a minute, after about five minutes.
   retryHorizonSeconds: 6 * 60,
   create(config, { resolveSecret }) {

@@ -1,6 +1,4 @@
-import { z } from 'zod'
 import { parseJsonBody, readEventIdAt, stringAt } from './body.js'
-import { secretsField } from './config-fields.js'
 import { base64List, parseSignatureHeader } from './signature-header.js'
 import { anyMatch, hmac, keepHeaders, loadSecrets } from './signatures.js'
 import { reject, type Scheme } from './types.js'
@@ -11,21 +9,14 @@ import { reject, type Scheme } from './types.js'
  * front of hookledger rewrites what the request line says. Square signs no timestamp: replays are
  * stopped by the ledger's (source, event_id) key.
  */
-const configSchema = z.object({
-  scheme: z.literal('square'),
-  secrets: secretsField,
-  /** The notification URL exactly as entered in Square's developer console. */
-  notificationUrl: z.url({ protocol: /^https?$/, error: 'must be the http(s) URL registered with Square' }),
-})
 
 const SIGNATURE = 'x-square-hmacsha256-signature'
 const KEPT = [SIGNATURE, 'square-initial-delivery-timestamp', 'square-retry-number', 'square-retry-reason']
 
 const FORMAT = base64List(SIGNATURE)
 
-export const square: Scheme<'square', typeof configSchema> = {
+export const square: Scheme<'square'> = {
   name: 'square',
-  configSchema,
   // Retried for up to 72 hours after the event.
   retryHorizonSeconds: 72 * 3600,
   create(config, { resolveSecret }) {

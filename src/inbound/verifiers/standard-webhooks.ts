@@ -6,12 +6,11 @@ import {
   sign as signEd25519,
   verify as verifyEd25519,
 } from 'node:crypto'
-import { z } from 'zod'
 import { ConfigError } from '../../config/errors.js'
+import type { Delivery, Verification } from '../../config/verifier.js'
 import { parseJsonBody, readEventId } from './body.js'
-import { secretsField, toleranceField } from './config-fields.js'
 import { anyMatch, decodeSignature, hmac, signatureEntries } from './signatures.js'
-import { type Delivery, reject, type Scheme, type Verification } from './types.js'
+import { reject, type Scheme } from './types.js'
 
 /**
  * Standard Webhooks v1 (HMAC-SHA256 over `{id}.{timestamp}.{body}`) and v1a (ed25519 over the same
@@ -20,12 +19,6 @@ import { type Delivery, reject, type Scheme, type Verification } from './types.j
  * timestamp, rotation, header parsing and both signature versions live here on node:crypto (the tests
  * cross-check v1 against `standardwebhooks` and `svix`, and v1a against node's own ed25519 keys).
  */
-const configSchema = z.object({
-  scheme: z.literal('standard-webhooks'),
-  /** `whsec_…` HMAC secrets and/or `whpk_…` ed25519 public keys, in any mix (rotation, migration). */
-  secrets: secretsField,
-  toleranceSeconds: toleranceField,
-})
 
 const HEADER_SETS = [
   { id: 'webhook-id', timestamp: 'webhook-timestamp', signature: 'webhook-signature' },
@@ -124,9 +117,8 @@ function loadKey(secret: string, field: string): Key {
   return { kind: 'hmac', key: decodeStandardWebhooksSecret(secret, field) }
 }
 
-export const standardWebhooks: Scheme<'standard-webhooks', typeof configSchema> = {
+export const standardWebhooks: Scheme<'standard-webhooks'> = {
   name: 'standard-webhooks',
-  configSchema,
   // Svix: 8 attempts over about 27.6 h; the spec's example schedule runs about 75.6 h. The longer one
   // bounds what a Standard Webhooks sender may do.
   retryHorizonSeconds: 75 * 3600 + 35 * 60 + 5,

@@ -1,7 +1,5 @@
-import { z } from 'zod'
 import { ConfigError } from '../../config/errors.js'
 import { parseJsonBody, readEventIdAt } from './body.js'
-import { secretsField, toleranceField } from './config-fields.js'
 import { parseSignatureHeader, type SignatureHeaderFormat } from './signature-header.js'
 import { anyMatch, checkTolerance, hmac, keepHeaders, loadSecrets } from './signatures.js'
 import { reject, type Scheme } from './types.js'
@@ -10,11 +8,6 @@ import { reject, type Scheme } from './types.js'
  * Stripe: `Stripe-Signature: t=<unix>,v1=<hex>[,v1=…]`, HMAC-SHA256 over `{t}.{body}`. The `whsec_`
  * secret is used as its literal bytes — unlike Standard Webhooks it is not base64-decoded.
  */
-const configSchema = z.object({
-  scheme: z.literal('stripe'),
-  secrets: secretsField,
-  toleranceSeconds: toleranceField,
-})
 
 const HEADER = 'stripe-signature'
 
@@ -30,9 +23,8 @@ const FORMAT = {
   encoding: 'hex',
 } as const satisfies SignatureHeaderFormat
 
-export const stripe: Scheme<'stripe', typeof configSchema> = {
+export const stripe: Scheme<'stripe'> = {
   name: 'stripe',
-  configSchema,
   // Live mode retries with exponential backoff for up to three days.
   retryHorizonSeconds: 3 * 24 * 3600,
   create(config, { resolveSecret }) {

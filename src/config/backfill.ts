@@ -1,9 +1,10 @@
 import { z } from 'zod'
+import { ConfigError } from './errors.js'
 
 /**
  * A source's `backfill` block: fetching back what the provider sent while this endpoint could not
  * take it. The provider follows from the source's scheme (stripe lists its events, github asks for
- * redeliveries); the fields that only one provider reads are refused on the other (sourceSchema).
+ * redeliveries); the fields that only one provider reads are refused on the other (backfillProblems).
  */
 export const backfillConfigSchema = z.object({
   enabled: z.boolean().default(true),
@@ -111,4 +112,45 @@ export function backfillProblems(
       problems.push(['hookId', 'is required for a github source (the webhook id)'])
   }
   return problems
+}
+
+/** A source's backfill, ready to run: its provider, its API and the key from the environment. */
+export interface SourceBackfill {
+  config: BackfillConfig
+  provider: BackfillProvider
+  apiBaseUrl: string
+  /** The environment variable the key is read from, for messages (never the key). */
+  credentialName: string
+  /**
+   * The API key. Required at start-up when backfill is enabled, so a missing variable stops the
+   * start; for a disabled source only when one source is built (`hookledger backfill --source`).
+   */
+  credential: string | undefined
+}
+
+/** A checked backfill block with its provider's API and the key looked up. */
+export function resolveBackfill(
+  config: BackfillConfig,
+  scheme: string,
+  lookup: (name: string) => string | undefined,
+  options: { credentialRequired: boolean },
+): SourceBackfill {
+  const provider = backfillProvider(scheme)
+  // The schema refused every other scheme already; this keeps the type honest.
+  if (provider === undefined) throw new ConfigError(`backfill: not available for scheme '${scheme}'`)
+  const credentialName = config.credential.slice('env:'.length)
+  const credential = lookup(credentialName)
+  if (credential === undefined && options.credentialRequired) {
+    throw new ConfigError(`backfill.credential: environment variable ${credentialName} is not set`)
+  }
+  if (credential?.trim() === '') {
+    throw new ConfigError(`backfill.credential: environment variable ${credentialName} is empty`)
+  }
+  return {
+    config,
+    provider,
+    apiBaseUrl: (config.apiBaseUrl ?? DEFAULT_API_BASE_URL[provider]).replace(/\/+$/, ''),
+    credentialName,
+    credential,
+  }
 }

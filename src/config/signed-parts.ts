@@ -1,6 +1,12 @@
-import { assertNever } from '../../assert.js'
-import type { DedupKey } from '../dedup-key.js'
-import type { VerifyConfig } from './index.js'
+import { assertNever } from '../assert.js'
+import type { DedupKey } from './dedup-key.js'
+import type { VerifyConfig } from './verify.js'
+
+/**
+ * What each scheme's signature covers, read off its verify config: the facts the config checks
+ * need (which dedup key parts a resend could change, whether a source dedups on the body by default).
+ * The verifiers in src/inbound/verifiers are what make these true.
+ */
 
 /**
  * What a scheme's signature covers, besides the body (every scheme signs the body, so a JSON pointer
@@ -85,4 +91,22 @@ export function unsignedDedupParts(
       ]
     }),
   ]
+}
+
+/**
+ * Whether the signature covers the event id. Where it does not (GitHub's X-GitHub-Delivery, Shopify's
+ * X-Shopify-Event-Id, an `hmac` id header left out of signedContent), anyone holding one captured
+ * delivery can resend it under a fresh id, so such sources also dedup on the body by default.
+ */
+export function eventIdIsSigned(config: VerifyConfig): boolean {
+  switch (config.scheme) {
+    case 'github':
+    case 'shopify':
+      return false
+    case 'hmac':
+      return 'jsonPointer' in config.eventId || config.signedContent.includes('{id}')
+    default:
+      // Standard Webhooks signs `{id}.{timestamp}.{body}`; the others read the id from the signed body.
+      return true
+  }
 }
