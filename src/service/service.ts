@@ -11,7 +11,6 @@ import { type Environment, EnvironmentError, tracingSettings } from '../config/e
 import { createClaimBatcher } from '../db/claims.js'
 import { ledgerPoolSize, openLedger, scopeLedger } from '../db/client.js'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
-import { addLedgerGauges } from '../db/gauges.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
 import { settlesWithin } from '../deadline.js'
 import { startDeliveryControl } from '../delivery/control.js'
@@ -33,6 +32,7 @@ import type { Tool } from '../outbound/tools.js'
 import type { QueueBackend } from '../queue/backend.js'
 import { createBullmqBackend } from '../queue/bullmq.js'
 import { createEnqueuer } from '../queue/enqueuer.js'
+import { addLedgerGauges } from '../queue/gauges.js'
 import { createInProcessBackend } from '../queue/in-process.js'
 import {
   deploymentQueuePrefix,
