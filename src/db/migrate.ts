@@ -4,7 +4,7 @@ import { drizzle } from 'drizzle-orm/postgres-js'
 import { migrate } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
 import type { Logger } from '../logger.js'
-import { postgresErrorCode } from './client.js'
+import { pingLedger, postgresErrorCode } from './client.js'
 
 /** Resolved from this file, not the cwd: the CLI may run from any directory. */
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../migrations', import.meta.url))
@@ -40,7 +40,7 @@ export async function migrateLedger(url: string, logger: Logger): Promise<void> 
 async function ensureDatabaseExists(url: string, logger: Logger): Promise<void> {
   const probe = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 10 })
   try {
-    await probe`select 1`
+    await pingLedger(probe)
     return
   } catch (error) {
     if (postgresErrorCode(error) !== '3D000') throw error

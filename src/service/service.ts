@@ -1,7 +1,6 @@
 import type { AddressInfo } from 'node:net'
 import { type ServerType, serve } from '@hono/node-server'
 import type { Queue } from 'bullmq'
-import { sql } from 'drizzle-orm'
 import { alertToolName } from '../alerts/channels.js'
 import { circuitOpenAlert, createAlertMonitor, routeDisabledAlert } from '../alerts/monitor.js'
 import { startBackfill } from '../backfill/loop.js'
@@ -9,7 +8,7 @@ import { backfillMetrics } from '../backfill/metrics.js'
 import { type Config, loadConfig } from '../config/config.js'
 import { type Environment, EnvironmentError, tracingSettings } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
-import { ledgerPoolSize, openLedger, scopeLedger } from '../db/client.js'
+import { ledgerPoolSize, openLedger, pingLedger, scopeLedger } from '../db/client.js'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
 import { settlesWithin } from '../deadline.js'
@@ -231,7 +230,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   })
   alerts?.start(delivery)
   const readiness: ReadinessCheck[] = [
-    { name: 'postgres', check: () => scopes.request.db.execute(sql`select 1`) },
+    { name: 'postgres', check: () => pingLedger(scopes.request.sql) },
     redisWatch === undefined
       ? { name: 'queue', check: async () => {}, ok: 'in-process' }
       : { name: 'redis', check: () => redisReadiness(redisWatch) },
