@@ -64,6 +64,19 @@ async function ensureDatabaseExists(url: string, logger: Logger): Promise<void> 
   }
 }
 
+/**
+ * When the newest migration applied to this ledger was made (drizzle.__drizzle_migrations'
+ * created_at, the journal's `when`); -Infinity when none was applied or the table does not exist.
+ */
+export async function lastAppliedMigrationAt(client: postgres.Sql): Promise<number> {
+  const [table] = await client<Array<{ present: boolean }>>`
+    select to_regclass('drizzle.__drizzle_migrations') is not null as present`
+  if (!table?.present) return Number.NEGATIVE_INFINITY
+  const [row] = await client<Array<{ last: string | null }>>`
+    select max(created_at)::text as last from drizzle.__drizzle_migrations`
+  return row?.last == null ? Number.NEGATIVE_INFINITY : Number(row.last)
+}
+
 /** The deployment id made by the first migration; it names this deployment's queues in Redis. */
 export async function readDeploymentId(db: { execute: (query: ReturnType<typeof sql>) => Promise<unknown> }) {
   const rows = (await db.execute(sql`select id from deployment order by created_at limit 1`)) as Array<{

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { dedupKeyStates } from '../db/dedup-keys.js'
+import { lastAppliedMigrationAt } from '../db/migrate.js'
 import type { DedupKeyDefinition } from '../inbound/dedup-key.js'
 import { configuredDedupKey, dedupKeyDrift, eventsKeyedBy } from '../inbound/dedup-key-drift.js'
 import { type Check, EXAMPLES, found, noFindings } from './types.js'
@@ -22,14 +23,7 @@ export function pendingMigrations(folder: string): Check {
       const journal = JSON.parse(await readFile(join(folder, 'meta', '_journal.json'), 'utf8')) as {
         entries: JournalEntry[]
       }
-      const [table] = await sql<Array<{ present: boolean }>>`
-        select to_regclass('drizzle.__drizzle_migrations') is not null as present`
-      let last = Number.NEGATIVE_INFINITY
-      if (table?.present) {
-        const [row] = await sql<Array<{ last: string | null }>>`
-          select max(created_at)::text as last from drizzle.__drizzle_migrations`
-        if (row?.last != null) last = Number(row.last)
-      }
+      const last = await lastAppliedMigrationAt(sql)
       const pending = journal.entries.filter((entry) => entry.when > last)
       const newest = Math.max(...journal.entries.map((entry) => entry.when))
       if (pending.length > 0) {
