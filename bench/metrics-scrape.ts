@@ -2,9 +2,9 @@
 // throwaway database (BENCH_ROWS DONE events, a fifth as many completed operations, and a small
 // backlog), then times the old full-table gauge queries against a scrape of today's gauges.
 import { performance } from 'node:perf_hooks'
-import { addLedgerGauges } from '../src/db/gauges.js'
 import { createMetrics } from '../src/metrics.js'
 import { addOutboundGauges } from '../src/outbound/gauges.js'
+import { addLedgerGauges } from '../src/queue/gauges.js'
 import { createInProcessBackend } from '../src/queue/in-process.js'
 import { INBOUND_QUEUE, type ProcessEventData, processEventJobOptions } from '../src/queue/jobs.js'
 import { createTestDatabase } from '../test/support/database.js'

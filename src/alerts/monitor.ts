@@ -9,6 +9,7 @@ import {
   unfinishedAtLeast,
   unqueuedEvents,
 } from '../db/alert-queries.js'
+import { listDisabledRoutes } from '../db/event-routes.js'
 import { DEFAULT_STUCK_AFTER_MS, watchPass } from '../deadline.js'
 import type { CircuitView, Destination } from '../delivery/guard.js'
 import type { Logger } from '../logger.js'
@@ -102,9 +103,9 @@ export function createAlertMonitor(deps: {
       }
     }
     if (conditions.routeDisabled) {
-      const disabled = await deps.sql<Array<{ source: string; route_id: string; reason: string }>>`
-        select source, route_id, reason from disabled_routes`
-      for (const row of disabled) notify(routeDisabledAlert(row.source, row.route_id, row.reason))
+      for (const row of await listDisabledRoutes(deps.sql)) {
+        notify(routeDisabledAlert(row.source, row.routeId, row.reason))
+      }
     }
     if (conditions.circuitOpen) {
       for (const destination of circuits.destinations) {

@@ -1,6 +1,6 @@
-import type postgres from 'postgres'
 import { z } from 'zod'
 import { openLedger } from '../db/client.js'
+import { endedEvents, eventsAfter, newestEventPosition, type TailRow } from '../db/event-tail.js'
 import { parseCommandLine, usageError } from './errors.js'
 import { eventLine } from './events-show.js'
 import type { CommandIo } from './sign.js'
@@ -8,22 +8,6 @@ import type { CommandIo } from './sign.js'
 const PAGE = 500
 /** Events still running that tail waits on; beyond this the oldest are let go (and counted), so memory stays bounded. */
 const MAX_WATCHED = 10_000
-
-interface TailRow {
-  id: string
-  source: string
-  event_id: string
-  event_type: string | null
-  status: 'pending' | 'processing' | 'done' | 'failed'
-  attempts: number
-  last_error: string | null
-  /** received_at as text with its microseconds: the keyset must not lose them (a JS Date would). */
-  received_at: string
-}
-
-const COLUMNS = (sql: postgres.Sql) =>
-  sql`id, source, event_id, event_type, status, attempts, last_error,
-      to_char(received_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as received_at`
 
 /**
  * `hookledger events tail`: polls the ledger for events received after it started, in (received_at,
@@ -43,8 +27,7 @@ export async function tailEventsCommand(args: string[], databaseUrl: string, io:
   const interval = z.coerce.number().int().min(50).max(60_000).safeParse(values['interval-ms'])
   if (!interval.success) throw usageError('--interval-ms must be a whole number from 50 to 60000')
   const ledger = openLedger(databaseUrl, { max: 1 })
-  const sql = ledger.sql
-  const source = values.source === undefined ? sql`true` : sql`source = ${values.source}`
+  const source = values.source
   let stop: () => void = () => undefined
   let stopped = false
   const onSignal = () => {
@@ -70,21 +53,13 @@ export async function tailEventsCommand(args: string[], databaseUrl: string, io:
     io.stdout(`${kind === 'received' ? '-->' : '<--'} ${line}\n`)
   }
   try {
-    const [newest] = await sql<Array<{ received_at: string; id: string }>>`
-      select to_char(received_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') as received_at, id
-      from inbound_events where ${source} order by received_at desc, id desc limit 1`
-    let after = newest ?? { received_at: '-infinity', id: '00000000-0000-0000-0000-000000000000' }
+    let after = await newestEventPosition(ledger.sql, source)
     const watched = new Map<string, TailRow>()
     let dropped = 0
-    io.stderr(
-      `following new events${values.source === undefined ? '' : ` of ${values.source}`}; Ctrl-C stops\n`,
-    )
+    io.stderr(`following new events${source === undefined ? '' : ` of ${source}`}; Ctrl-C stops\n`)
     while (!stopped) {
       for (;;) {
-        const rows = await sql<TailRow[]>`
-          select ${COLUMNS(sql)} from inbound_events
-          where ${source} and (received_at, id) > (${after.received_at}::timestamptz, ${after.id}::uuid)
-          order by received_at, id limit ${PAGE}`
+        const rows = await eventsAfter(ledger.sql, { source, after, limit: PAGE })
         for (const row of rows) {
           print('received', row)
           if (row.status === 'done' || row.status === 'failed') print(row.status, row)
@@ -100,10 +75,7 @@ export async function tailEventsCommand(args: string[], databaseUrl: string, io:
         dropped += 1
       }
       if (watched.size > 0) {
-        const finished = await sql<TailRow[]>`
-          select ${COLUMNS(sql)} from inbound_events
-          where id = any(${[...watched.keys()]}::uuid[]) and status in ('done', 'failed')
-          order by processed_at nulls last, id`
+        const finished = await endedEvents(ledger.sql, [...watched.keys()])
         for (const row of finished) {
           watched.delete(row.id)
           print(row.status === 'done' ? 'done' : 'failed', row)

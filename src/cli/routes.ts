@@ -13,7 +13,7 @@ export async function routesCommand(args: string[], databaseUrl: string, out: (t
     switch (sub) {
       case 'disabled': {
         parseCommandLine({ args: rest, options: {}, strict: true })
-        const rows = await listDisabledRoutes(ledger.db)
+        const rows = await listDisabledRoutes(ledger.sql)
         for (const row of rows) {
           out(`${row.source}/${row.routeId}  since ${row.disabledAt.toISOString()}  ${row.reason}`)
         }

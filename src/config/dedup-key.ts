@@ -25,7 +25,7 @@ const part = z.union([
  * A source's dedup key when the provider's event id alone does not identify an event: several JSON
  * pointers and headers (Adyen: eventCode + pspReference), optionally scoped by event type. `version`
  * names the definition: the ledger records it per source and refuses at start-up a changed
- * definition under the same version (see src/db/dedup-keys.ts).
+ * definition under the same version (see src/inbound/dedup-key-drift.ts).
  */
 export const dedupKeySchema = z
   .object({

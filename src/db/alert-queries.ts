@@ -50,12 +50,25 @@ export async function unqueuedEvents(client: postgres.Sql, graceMs: number): Pro
   return row?.n ?? 0
 }
 
+/**
+ * The unfinished events (PENDING or PROCESSING), counted up to `bound` and no further, so a huge
+ * backlog costs no more than the bound; with the snapshot the count saw (pg_current_snapshot as
+ * text), which tells which transactions' rows it included.
+ */
+export async function unfinishedUpTo(
+  client: postgres.Sql,
+  bound: number,
+): Promise<{ count: number; snapshot: string }> {
+  // An aggregate without `group by`: always exactly one row.
+  const [row] = await client<[{ n: number; snapshot: string }]>`
+    select count(*)::int as n, pg_current_snapshot()::text as snapshot from (select 1 from inbound_events
+      where status in ('pending', 'processing') limit ${bound}) backlog`
+  return { count: row.n, snapshot: row.snapshot }
+}
+
 /** Whether at least `bound` events are unfinished (PENDING or PROCESSING); stops counting at the bound. */
 export async function unfinishedAtLeast(client: postgres.Sql, bound: number): Promise<boolean> {
-  const [row] = await client<Array<{ n: number }>>`
-    select count(*)::int as n from (select 1 from inbound_events
-      where status in ('pending', 'processing') limit ${bound}) backlog`
-  return (row?.n ?? 0) >= bound
+  return (await unfinishedUpTo(client, bound)).count >= bound
 }
 
 /**

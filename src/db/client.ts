@@ -116,6 +116,11 @@ export function openLedger(url: string, options: LedgerOptions = {}): Ledger {
   }
 }
 
+/** One round trip: resolves when the ledger answers, throws the driver's error when it does not. */
+export async function pingLedger(client: postgres.Sql): Promise<void> {
+  await client`select 1`
+}
+
 /** One view of the pool per part of the process, each with that part's statement deadline. */
 export function scopeLedger<S extends string>(
   ledger: Ledger,

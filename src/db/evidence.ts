@@ -1,5 +1,4 @@
 import type postgres from 'postgres'
-import type { Evidence } from '../inbound/evidence-rules.js'
 
 /** The event that carries a piece of evidence. */
 export interface EvidenceEvent {
@@ -11,6 +10,17 @@ export interface EvidenceEvent {
   receivedAt: Date
 }
 
+/** What one event says about one operation, as operation_evidence keeps it. */
+export interface EvidenceRecord {
+  operationKey: string
+  outcome: 'succeeded' | 'failed'
+  downstreamId: string | null
+  /** The failure marker's value, for a failure event. */
+  failure: string | null
+  /** What the evidence may settle: the settle statement applies it only to these tools and key prefixes. */
+  settles: { tools?: readonly string[] | undefined; keyPrefixes?: readonly string[] | undefined }
+}
+
 /**
  * Keeps what an event says about an operation. Idempotent: a redelivered job, a second worker or a
  * replay of the event finds the row there and adds nothing (unique on source and event id).
@@ -18,7 +28,7 @@ export interface EvidenceEvent {
 export async function recordEvidence(
   client: postgres.Sql,
   event: EvidenceEvent,
-  evidence: Evidence,
+  evidence: EvidenceRecord,
 ): Promise<void> {
   await client`
     insert into operation_evidence

@@ -4,7 +4,7 @@ import { drizzle } from 'drizzle-orm/postgres-js'
 import { migrate } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
 import type { Logger } from '../logger.js'
-import { postgresErrorCode } from './client.js'
+import { pingLedger, postgresErrorCode } from './client.js'
 
 /** Resolved from this file, not the cwd: the CLI may run from any directory. */
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../migrations', import.meta.url))
@@ -40,7 +40,7 @@ export async function migrateLedger(url: string, logger: Logger): Promise<void> 
 async function ensureDatabaseExists(url: string, logger: Logger): Promise<void> {
   const probe = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 10 })
   try {
-    await probe`select 1`
+    await pingLedger(probe)
     return
   } catch (error) {
     if (postgresErrorCode(error) !== '3D000') throw error
@@ -62,6 +62,19 @@ async function ensureDatabaseExists(url: string, logger: Logger): Promise<void> 
   } finally {
     await admin.end({ timeout: 5 })
   }
+}
+
+/**
+ * When the newest migration applied to this ledger was made (drizzle.__drizzle_migrations'
+ * created_at, the journal's `when`); -Infinity when none was applied or the table does not exist.
+ */
+export async function lastAppliedMigrationAt(client: postgres.Sql): Promise<number> {
+  const [table] = await client<Array<{ present: boolean }>>`
+    select to_regclass('drizzle.__drizzle_migrations') is not null as present`
+  if (!table?.present) return Number.NEGATIVE_INFINITY
+  const [row] = await client<Array<{ last: string | null }>>`
+    select max(created_at)::text as last from drizzle.__drizzle_migrations`
+  return row?.last == null ? Number.NEGATIVE_INFINITY : Number(row.last)
 }
 
 /** The deployment id made by the first migration; it names this deployment's queues in Redis. */

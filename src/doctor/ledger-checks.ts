@@ -1,4 +1,11 @@
-import { operationStatus } from '../db/outbound-schema.js'
+import {
+  expiredLeases,
+  foreignKeyState,
+  longReconciliations,
+  missingForwardsOfDoneEvents,
+  openForwardsOfDoneEvents,
+  orphanRows,
+} from '../db/doctor-queries.js'
 import {
   type Check,
   counted,
@@ -8,14 +15,6 @@ import {
   found,
   noFindings,
 } from './types.js'
-
-/** Part of an operation key as stepKey encodes it (src/outbound/keys.ts), in SQL. */
-const encodedPart = (column: string) => `replace(replace(${column}, '%', '%25'), ':', '%3A')`
-/** The reverse, for a part split off a key: '%3A' first, so an encoded '%' never turns into one. */
-const decodedPart = (part: string) => `replace(replace(${part}, '%3A', ':'), '%25', '%')`
-
-/** Every status but completed (the schema's own list): a forward in one of these did not deliver. */
-const NOT_COMPLETED = operationStatus.enumValues.filter((status) => status !== 'completed')
 
 /**
  * A DONE event whose forward (`<source>:<event id>:forward`) or forward route
@@ -34,39 +33,14 @@ export const doneEventsUnsettled: Check = {
         .filter((route) => route.forward !== undefined)
         .map((route) => `${source.config.id}/${route.id}`),
     )
-    const open = await sql<Array<{ key: string; status: string }>>`
-      with open as (
-        select operation_key, status::text as status,
-          split_part(operation_key, ':', 1) as s, split_part(operation_key, ':', 2) as e
-        from operations
-        where status = any(${NOT_COMPLETED}::operation_status[]) and tool = 'forward'
-          and (operation_key like '%:forward' or operation_key like '%:route:%')
-        order by updated_at desc limit ${scanLimit}
-      )
-      select o.operation_key as key, o.status from open o
-      join inbound_events ev on ev.source = ${sql.unsafe(decodedPart('o.s'))}
-        and ev.event_id = ${sql.unsafe(decodedPart('o.e'))} and ev.status = 'done'
-      limit ${scanLimit}`
+    const open = await openForwardsOfDoneEvents(sql, scanLimit)
     // Operations are deleted `retention.operationDays` after they settled: older events may have none.
-    const missing = await sql<Array<{ key: string; status: string | null }>>`
-      with recent as (
-        select id, source, event_id from inbound_events
-        where status = 'done' and processed_at > now() - ${config.file.retention.operationDays} * interval '1 day'
-        order by received_at desc limit ${scanLimit}
-      ), expected as (
-        select ${sql.unsafe(`${encodedPart('r.source')} || ':' || ${encodedPart('r.event_id')}`)} || ':forward' as key
-        from recent r where r.source = any(${forwardSources}::text[])
-        union all
-        select ${sql.unsafe(`${encodedPart('r.source')} || ':' || ${encodedPart('r.event_id')}`)} || ':route:' || er.route_id
-        from recent r join event_routes er on er.event_row_id = r.id and er.status = 'done'
-        where r.source || '/' || er.route_id = any(${forwardRoutes}::text[])
-      )
-      select x.key, o.status::text as status from expected x
-      left join operations o on o.operation_key = x.key
-      -- A key over 255 characters is kept hashed (stepKey's %h parts), which is not rebuilt here:
-      -- such an event is not checked rather than reported without cause.
-      where length(x.key) <= 255 and o.status is distinct from 'completed'
-      limit ${scanLimit}`
+    const missing = await missingForwardsOfDoneEvents(sql, {
+      forwardSources,
+      forwardRoutes,
+      days: config.file.retention.operationDays,
+      limit: scanLimit,
+    })
     const byKey = new Map<string, string>()
     for (const row of [...open, ...missing]) byKey.set(row.key, row.status ?? 'no operation')
     if (byKey.size === 0) return noFindings()
@@ -90,15 +64,12 @@ export const doneEventsUnsettled: Check = {
 export const staleLeases: Check = {
   name: 'stale_leases',
   async run({ sql, leaseMarginMs, scanLimit }) {
-    const expired = sql`o.status = 'in_progress'
-      and coalesce(o.lease_until, o.updated_at) < now() - ${leaseMarginMs} * interval '1 millisecond'`
-    const [{ n } = { n: 0 }] = await sql<Array<{ n: number }>>`
-      select count(*)::int as n from (select 1 from operations o where ${expired} limit ${scanLimit}) x`
+    const { count: n, examples } = await expiredLeases(sql, {
+      marginMs: leaseMarginMs,
+      limit: scanLimit,
+      examples: EXAMPLES,
+    })
     if (n === 0) return noFindings()
-    const rows = await sql<Array<{ key: string; attempt: string | null }>>`
-      select o.operation_key as key, a.status::text as attempt from operations o
-      left join operation_attempts a on a.operation_id = o.id and a.attempt = o.attempts
-      where ${expired} order by o.lease_until nulls first limit ${EXAMPLES}`
     return found({
       code: 'operations.stale_lease',
       severity: 'error',
@@ -106,7 +77,7 @@ export const staleLeases: Check = {
       fix: 'invoke the same key again: a retry of its event (replay) or of the workflow takes the lease over, and an attempt left in flight then becomes needs_reconciliation',
       count: n,
       countIsLowerBound: n >= scanLimit,
-      examples: rows.map((row) => `${row.key} (newest attempt: ${row.attempt ?? 'none'})`),
+      examples: examples.map((row) => `${row.key} (newest attempt: ${row.attempt ?? 'none'})`),
     })
   },
 }
@@ -126,28 +97,20 @@ export const orphanAttempts: Check = {
   name: 'orphan_attempts',
   async run({ sql, scanLimit }) {
     const findings: Finding[] = []
-    for (const { table, column, parent } of ATTEMPT_KEYS) {
-      const [guard] = await sql<Array<{ present: boolean; enforced: boolean }>>`
-        select count(c.oid) > 0 as present,
-          coalesce(bool_and(c.convalidated and not exists (
-            select 1 from pg_trigger t where t.tgconstraint = c.oid and t.tgenabled = 'D')), false) as enforced
-        from pg_constraint c
-        where c.contype = 'f' and c.conrelid = ${table}::regclass and c.confrelid = ${parent}::regclass`
-      if (guard === undefined || !guard.enforced) {
+    for (const key of ATTEMPT_KEYS) {
+      const { table, column, parent } = key
+      const guard = await foreignKeyState(sql, key)
+      if (!guard.enforced) {
         findings.push({
           code: 'schema.foreign_key_off',
           severity: 'error',
-          message: `${table}.${column} → ${parent}: the foreign key is ${guard?.present ? 'not enforced (disabled trigger or not validated)' : 'missing'}`,
+          message: `${table}.${column} → ${parent}: the foreign key is ${guard.present ? 'not enforced (disabled trigger or not validated)' : 'missing'}`,
           fix: `restore it: \`alter table ${table} enable trigger all\`, or drop the orphans and run \`hookledger migrate\` on a fresh database to compare the schema`,
           count: 1,
           examples: [table],
         })
       }
-      const orphans = await sql<Array<{ id: string; parent: string }>>`
-        select a.id::text as id, a.${sql(column)}::text as parent
-        from (select id, ${sql(column)} from ${sql(table)} order by id desc limit ${scanLimit}) a
-        where not exists (select 1 from ${sql(parent)} p where p.id = a.${sql(column)})
-        limit ${scanLimit}`
+      const orphans = await orphanRows(sql, key, scanLimit)
       if (orphans.length === 0) continue
       findings.push({
         code: `${table === 'operation_attempts' ? 'operations' : 'events'}.orphan_attempts`,
@@ -171,15 +134,7 @@ export const staleReconciliation: Check = {
   name: 'stale_reconciliation',
   async run(context: DoctorContext) {
     const { sql, reconciliationBoundMs, scanLimit } = context
-    const rows = await sql<Array<{ key: string; tool: string; since: Date; error: string | null }>>`
-      select * from (
-        select o.operation_key as key, o.tool, o.last_error as error,
-          coalesce((select max(au.at) from operation_audit au
-            where au.operation_id = o.id and au.to_status = 'needs_reconciliation'), o.updated_at) as since
-        from operations o where o.status = 'needs_reconciliation'
-        order by o.updated_at limit ${scanLimit}
-      ) x where since < now() - ${reconciliationBoundMs} * interval '1 millisecond'
-      order by since`
+    const rows = await longReconciliations(sql, { olderThanMs: reconciliationBoundMs, limit: scanLimit })
     if (rows.length === 0) return noFindings()
     return found({
       code: 'operations.stale_reconciliation',

@@ -1,6 +1,7 @@
 import { Queue } from 'bullmq'
 import { drizzle } from 'drizzle-orm/postgres-js'
 import type { Redis } from 'ioredis'
+import { quietUnfinishedEvents } from '../db/doctor-queries.js'
 import { readDeploymentId } from '../db/migrate.js'
 import { withDeadline } from '../deadline.js'
 import type { JobState } from '../queue/backend.js'
@@ -33,11 +34,7 @@ const live = (state: JobState) => state === 'waiting' || state === 'delayed' || 
 export async function pendingWithoutJob(context: DoctorContext, redis: Redis): Promise<CheckOutcome> {
   const { sql, config } = context
   const windowMs = relayWindowMs(config.file.relay)
-  const rows = await sql<Array<{ id: string; job_id: string | null }>>`
-    select id, job_id from inbound_events
-    where status in ('pending', 'processing')
-      and greatest(received_at, next_attempt_at, lease_until, updated_at) < now() - ${windowMs} * interval '1 millisecond'
-    order by received_at limit ${QUEUE_CANDIDATES}`
+  const rows = await quietUnfinishedEvents(sql, { quietMs: windowMs, limit: QUEUE_CANDIDATES })
   if (rows.length === 0) return noFindings()
   const prefix =
     config.file.queue.prefix ?? deploymentQueuePrefix(await readDeploymentId(drizzle({ client: sql })))

@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis'
+import { pingLedger } from '../db/client.js'
 import { MIGRATIONS_FOLDER } from '../db/migrate.js'
 import { doneEventsUnsettled, orphanAttempts, staleLeases, staleReconciliation } from './ledger-checks.js'
 import { pendingWithoutJob, redisEviction } from './queue-checks.js'
@@ -68,7 +69,7 @@ export async function runDoctor(
   }
 
   const ledger = ledgerChecks(options.migrationsFolder ?? MIGRATIONS_FOLDER)
-  const reachable = await context.sql`select 1`.then(
+  const reachable = await pingLedger(context.sql).then(
     () => undefined,
     (error: unknown) => error,
   )

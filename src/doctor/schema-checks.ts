@@ -1,7 +1,9 @@
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { configuredDedupKey, dedupKeyDrift, type VersionedDedupKey } from '../db/dedup-keys.js'
-import { PROVIDER_EVENT_ID } from '../inbound/dedup-key.js'
+import { dedupKeyStates } from '../db/dedup-keys.js'
+import { lastAppliedMigrationAt } from '../db/migrate.js'
+import type { DedupKeyDefinition } from '../inbound/dedup-key.js'
+import { configuredDedupKey, dedupKeyDrift, eventsKeyedBy } from '../inbound/dedup-key-drift.js'
 import { type Check, EXAMPLES, found, noFindings } from './types.js'
 
 interface JournalEntry {
@@ -21,14 +23,7 @@ export function pendingMigrations(folder: string): Check {
       const journal = JSON.parse(await readFile(join(folder, 'meta', '_journal.json'), 'utf8')) as {
         entries: JournalEntry[]
       }
-      const [table] = await sql<Array<{ present: boolean }>>`
-        select to_regclass('drizzle.__drizzle_migrations') is not null as present`
-      let last = Number.NEGATIVE_INFINITY
-      if (table?.present) {
-        const [row] = await sql<Array<{ last: string | null }>>`
-          select max(created_at)::text as last from drizzle.__drizzle_migrations`
-        if (row?.last != null) last = Number(row.last)
-      }
+      const last = await lastAppliedMigrationAt(sql)
       const pending = journal.entries.filter((entry) => entry.when > last)
       const newest = Math.max(...journal.entries.map((entry) => entry.when))
       if (pending.length > 0) {
@@ -59,33 +54,18 @@ export function pendingMigrations(folder: string): Check {
 
 /**
  * A source's configured dedup key against the one its events are keyed by (source_dedup_keys), as
- * start-up compares them (src/db/dedup-keys.ts): a changed definition under the same version would
+ * start-up compares them (src/inbound/dedup-key-drift.ts): a changed definition under the same version would
  * merge or split events, so the next start refuses it.
  */
 export const dedupKeys: Check = {
   name: 'dedup_keys',
   async run({ sql, config }) {
-    const ids = [...config.sources.keys()]
-    const rows = await sql<
-      Array<{
-        source: string
-        version: number | null
-        definition: VersionedDedupKey['definition'] | null
-        kept: boolean
-      }>
-    >`
-      select s.source, k.version, k.definition,
-        exists (select 1 from inbound_events e where e.source = s.source) as kept
-      from unnest(${ids}::text[]) as s(source) left join source_dedup_keys k on k.source = s.source`
     const problems: string[] = []
-    for (const row of rows) {
-      const source = config.sources.get(row.source)
-      if (source === undefined || !row.kept) continue
-      const recorded: VersionedDedupKey =
-        row.version !== null && row.definition !== null
-          ? { version: row.version, definition: row.definition }
-          : { version: 1, definition: PROVIDER_EVENT_ID }
-      const problem = dedupKeyDrift(row.source, recorded, configuredDedupKey(source))
+    for (const state of await dedupKeyStates<DedupKeyDefinition>(sql, [...config.sources.keys()])) {
+      const source = config.sources.get(state.source)
+      const keyedBy = eventsKeyedBy(state)
+      if (source === undefined || keyedBy === undefined) continue
+      const problem = dedupKeyDrift(state.source, keyedBy, configuredDedupKey(source))
       if (problem !== undefined) problems.push(problem)
     }
     if (problems.length === 0) return noFindings()

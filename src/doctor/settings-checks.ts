@@ -1,15 +1,8 @@
 import type { Config } from '../config/config.js'
 import { ConfigError } from '../config/errors.js'
 import { ledgerPoolSize } from '../db/client.js'
-import {
-  type Check,
-  type CheckOutcome,
-  type DoctorContext,
-  EXAMPLES,
-  type Finding,
-  found,
-  noFindings,
-} from './types.js'
+import { databaseClockMs, serverSettings, tablesWithAutovacuumOff } from '../db/doctor-queries.js'
+import { type Check, type CheckOutcome, EXAMPLES, type Finding, found, noFindings } from './types.js'
 
 const TRUE_WORDS = /^(t|tr|tru|true|on|y|ye|yes|1)$/i
 
@@ -23,7 +16,7 @@ export const postgresSettings: Check = {
   name: 'postgres_settings',
   async run({ sql }) {
     const findings: Finding[] = []
-    const settings = await readSettings(sql)
+    const settings = await serverSettings(sql, SETTINGS)
     if (settings.get('synchronous_commit') === 'off') {
       findings.push({
         code: 'postgres.synchronous_commit_off',
@@ -47,38 +40,30 @@ export const postgresSettings: Check = {
         examples: [`autovacuum=${autovacuum}`, `track_counts=${counts}`],
       })
     }
-    const tables = await sql<Array<{ name: string }>>`
-      select c.relname as name from pg_class c
-      where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p')
-        and exists (select 1 from unnest(c.reloptions) o
-          where o ilike 'autovacuum_enabled=%' and not split_part(o, '=', 2) ~* ${TRUE_WORDS.source})
-      order by c.relname`
+    const tables = await tablesWithAutovacuumOff(sql, TRUE_WORDS.source)
     if (tables.length > 0) {
       findings.push({
         code: 'postgres.table_autovacuum_off',
         severity: 'warning',
         message: `autovacuum is turned off on ${tables.length} ledger table(s)`,
-        fix: `turn it back on: ${tables.map((t) => `\`alter table ${t.name} reset (autovacuum_enabled)\``).join(', ')}`,
+        fix: `turn it back on: ${tables.map((name) => `\`alter table ${name} reset (autovacuum_enabled)\``).join(', ')}`,
         count: tables.length,
-        examples: tables.slice(0, EXAMPLES).map((t) => t.name),
+        examples: tables.slice(0, EXAMPLES),
       })
     }
     return { findings, notes: [] }
   },
 }
 
-async function readSettings(sql: DoctorContext['sql']): Promise<Map<string, string>> {
-  const rows = await sql<Array<{ name: string; setting: string }>>`
-    select name, setting from pg_settings where name = any(${[
-      'synchronous_commit',
-      'autovacuum',
-      'track_counts',
-      'max_connections',
-      'superuser_reserved_connections',
-      'reserved_connections',
-    ]}::text[])`
-  return new Map(rows.map((row) => [row.name, row.setting]))
-}
+/** The settings the checks of this file read. */
+const SETTINGS = [
+  'synchronous_commit',
+  'autovacuum',
+  'track_counts',
+  'max_connections',
+  'superuser_reserved_connections',
+  'reserved_connections',
+]
 
 /** Connections `hookledger approvals` and the like hold beside the service (README "Connection budget"). */
 const ADMIN_TOOL_CONNECTIONS = 2
@@ -91,7 +76,7 @@ const ADMIN_TOOL_CONNECTIONS = 2
 export const connectionBudget: Check = {
   name: 'connection_budget',
   async run({ sql, config, processes }) {
-    const settings = await readSettings(sql)
+    const settings = await serverSettings(sql, SETTINGS)
     const max = Number(settings.get('max_connections') ?? 100)
     const reserved =
       Number(settings.get('superuser_reserved_connections') ?? 0) +
@@ -169,11 +154,8 @@ export const clockSkew: Check = {
     const tolerance = smallestTolerance(config)
     const boundMs = tolerance === undefined ? DEFAULT_SKEW_BOUND_MS : tolerance.seconds * 1000 * SKEW_SHARE
     const before = clock()
-    const [row] = await sql<
-      Array<{ now: string }>
-    >`select (extract(epoch from clock_timestamp()) * 1000)::text as now`
+    const database = await databaseClockMs(sql)
     const after = clock()
-    const database = Number(row?.now)
     const roundTripMs = after - before
     if (roundTripMs > boundMs) {
       return {

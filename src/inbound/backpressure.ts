@@ -1,6 +1,7 @@
 import type postgres from 'postgres'
 import client from 'prom-client'
 import type { BackpressureSettings } from '../config/backpressure.js'
+import { unfinishedUpTo } from '../db/alert-queries.js'
 import { withDeadline } from '../deadline.js'
 import type { Logger } from '../logger.js'
 import { addGauge, type Metrics } from '../metrics.js'
@@ -87,17 +88,14 @@ export function createBackpressure(deps: {
   const count = async () => {
     if (settings.maxBacklog === null) return
     try {
-      // Bounded: the count stops one past the bound, so a huge backlog costs no more than the bound.
-      const [row] = await withDeadline(
-        deps.sql<Array<{ n: number; snapshot: string }>>`
-          select count(*)::int as n, pg_current_snapshot()::text as snapshot from (select 1 from inbound_events
-            where status in ('pending', 'processing') limit ${settings.maxBacklog + 1}) backlog`,
+      // Bounded: the count stops one past the bound.
+      const backlog = await withDeadline(
+        unfinishedUpTo(deps.sql, settings.maxBacklog + 1),
         settings.checkIntervalMs * 5,
         'the backlog count did not answer',
       )
-      if (row === undefined) return
-      counted = row.n
-      snapshot = parseSnapshot(row.snapshot)
+      counted = backlog.count
+      snapshot = parseSnapshot(backlog.snapshot)
       for (const xid of unseen.keys()) if (visible(xid, snapshot)) unseen.delete(xid)
     } catch (error) {
       // Keep the last figure: a ledger too slow to count is no reason to stop or to open the gate.

@@ -1,5 +1,5 @@
 import type postgres from 'postgres'
-import { estimatedRows } from '../db/gauges.js'
+import { estimatedRows } from '../db/gauge-queries.js'
 import { outboundGaugeReads } from '../db/operation-queries.js'
 import { addGauge, type Metrics, OTHER_LABEL } from '../metrics.js'
 

@@ -1,7 +1,12 @@
-import { and, asc, inArray, isNull, lt, sql } from 'drizzle-orm'
 import type { ConfigFile } from '../config/config.js'
 import type { Database } from '../db/client.js'
-import { inboundEvents } from '../db/schema.js'
+import {
+  claimQuietEvents,
+  markQuiet,
+  type RelayCursor,
+  unfinishedEventsAfter,
+  unqueuedEventsAfter,
+} from '../db/relay-queries.js'
 import { DEFAULT_STUCK_AFTER_MS, watchPass } from '../deadline.js'
 import type { Logger } from '../logger.js'
 import type { JobQueue } from './backend.js'
@@ -111,38 +116,17 @@ export function startRelay(deps: RelayDependencies): Relay {
   }
 }
 
-/** Where a pass has got to in the ledger's (received_at, id) order. */
-interface Cursor {
-  /** As Postgres prints it: a JS Date would drop its microseconds. */
-  receivedAt: string
-  id: string
-}
-
-function after(cursor: Cursor | undefined) {
-  return cursor === undefined
-    ? undefined
-    : sql`(${inboundEvents.receivedAt}, ${inboundEvents.id}) > (${cursor.receivedAt}::timestamptz, ${cursor.id}::uuid)`
-}
-
 /** Rows committed a while ago whose job was never confirmed in the queue: all of them, chunk by chunk. */
 async function enqueueUnqueued(deps: RelayDependencies, stopping: () => boolean): Promise<number> {
   const startedAt = Date.now()
   let total = 0
-  let cursor: Cursor | undefined
+  let cursor: RelayCursor | undefined
   while (!stopping()) {
-    const rows = await deps.db
-      .select({ id: inboundEvents.id, receivedAt: sql<string>`${inboundEvents.receivedAt}::text` })
-      .from(inboundEvents)
-      .where(
-        and(
-          sql`${inboundEvents.status} = 'pending'`,
-          isNull(inboundEvents.enqueuedAt),
-          lt(inboundEvents.receivedAt, sql`now() - ${`${deps.settings.graceMs} milliseconds`}::interval`),
-          after(cursor),
-        ),
-      )
-      .orderBy(asc(inboundEvents.receivedAt), asc(inboundEvents.id))
-      .limit(CHUNK)
+    const rows = await unqueuedEventsAfter(deps.db, {
+      graceMs: deps.settings.graceMs,
+      after: cursor,
+      limit: CHUNK,
+    })
     if (rows.length > 0) await deps.enqueuer.add(rows.map((row) => row.id))
     total += rows.length
     const last = rows.at(-1)
@@ -167,29 +151,25 @@ async function recoverOrphans(deps: RelayDependencies, stopping: () => boolean):
   const startedAt = Date.now()
   let checked = 0
   let readded = 0
-  let cursor: Cursor | undefined
+  let cursor: RelayCursor | undefined
+  const quietMs = deps.settings.orphanAfterMs
   while (!stopping()) {
-    const rows = await claimQuiet(deps, cursor)
+    const rows = await claimQuietEvents(deps.db, { quietMs, after: cursor, limit: CHUNK })
     try {
-      readded += await deps.enqueuer.requeue(rows.map((row) => ({ id: row.id, jobId: row.job_id })))
+      readded += await deps.enqueuer.requeue(rows.map((row) => ({ id: row.id, jobId: row.jobId })))
     } catch (error) {
       // Not handed on after all: quiet again, so the next pass (a sixth of the period away) retries.
-      await deps.db
-        .update(inboundEvents)
-        .set({ updatedAt: sql`now() - ${`${deps.settings.orphanAfterMs} milliseconds`}::interval` })
-        .where(
-          inArray(
-            inboundEvents.id,
-            rows.map((row) => row.id),
-          ),
-        )
-        .catch(() => {})
+      await markQuiet(
+        deps.db,
+        rows.map((row) => row.id),
+        quietMs,
+      ).catch(() => {})
       throw error
     }
     checked += rows.length
     const last = rows.at(-1)
     if (last === undefined || rows.length < CHUNK) break
-    cursor = { receivedAt: last.received_at, id: last.id }
+    cursor = { receivedAt: last.receivedAt, id: last.id }
   }
   if (readded > 0) {
     deps.logger.warn(
@@ -201,30 +181,6 @@ async function recoverOrphans(deps: RelayDependencies, stopping: () => boolean):
 }
 
 /**
- * The next chunk of quiet rows, marked checked in the same statement (updated_at now: looked at
- * again only after another quiet period), skipping rows another relay or a worker holds locked.
- */
-async function claimQuiet(deps: RelayDependencies, cursor: Cursor | undefined) {
-  const quietSince = sql`now() - ${`${deps.settings.orphanAfterMs} milliseconds`}::interval`
-  const rows = await deps.db.execute<{ id: string; job_id: string | null; received_at: string }>(sql`
-    with quiet as (
-      select ${inboundEvents.id} as id from ${inboundEvents}
-      where ${inboundEvents.status} in ('pending', 'processing')
-        and ${inboundEvents.enqueuedAt} is not null
-        -- greatest() skips nulls: quiet means no retry is due, no lease is live, nothing changed lately.
-        and greatest(${inboundEvents.nextAttemptAt}, ${inboundEvents.leaseUntil}, ${inboundEvents.updatedAt}) < ${quietSince}
-        and ${after(cursor) ?? sql`true`}
-      order by ${inboundEvents.receivedAt}, ${inboundEvents.id}
-      limit ${CHUNK}
-      for update skip locked),
-    checked as (
-      update ${inboundEvents} e set updated_at = now() from quiet where e.id = quiet.id
-      returning e.id, e.job_id, e.received_at)
-    select id, job_id, received_at::text as received_at from checked order by received_at, id`)
-  return [...rows]
-}
-
-/**
  * The in-process queue starts empty, so every row still owed work gets its job at once instead of
  * `orphanAfterMs` later. A row in backoff keeps its retry time. A PROCESSING row gets a job too: if
  * its lease is live (its holder was likely this process before a crash), processEvent finds it held
@@ -232,19 +188,9 @@ async function claimQuiet(deps: RelayDependencies, cursor: Cursor | undefined) {
  */
 async function resumeUnfinished(deps: RelayDependencies): Promise<number> {
   let total = 0
-  let cursor: Cursor | undefined
+  let cursor: RelayCursor | undefined
   for (;;) {
-    const rows = await deps.db
-      .select({
-        id: inboundEvents.id,
-        receivedAt: sql<string>`${inboundEvents.receivedAt}::text`,
-        delayMs: sql<number>`case when ${inboundEvents.status} = 'pending' and ${inboundEvents.nextAttemptAt} > now()
-          then ceil(extract(epoch from ${inboundEvents.nextAttemptAt} - now()) * 1000)::int else 0 end`,
-      })
-      .from(inboundEvents)
-      .where(and(inArray(inboundEvents.status, ['pending', 'processing']), after(cursor)))
-      .orderBy(asc(inboundEvents.receivedAt), asc(inboundEvents.id))
-      .limit(CHUNK)
+    const rows = await unfinishedEventsAfter(deps.db, { after: cursor, limit: CHUNK })
     await deps.enqueuer.add(rows.filter((row) => row.delayMs <= 0).map((row) => row.id))
     // Rows in backoff were leased before, so enqueued_at is set already: they need only the job.
     const later = rows.filter((row) => row.delayMs > 0)

@@ -1,7 +1,6 @@
 import type { AddressInfo } from 'node:net'
 import { type ServerType, serve } from '@hono/node-server'
 import type { Queue } from 'bullmq'
-import { sql } from 'drizzle-orm'
 import { alertToolName } from '../alerts/channels.js'
 import { circuitOpenAlert, createAlertMonitor, routeDisabledAlert } from '../alerts/monitor.js'
 import { startBackfill } from '../backfill/loop.js'
@@ -9,12 +8,9 @@ import { backfillMetrics } from '../backfill/metrics.js'
 import type { Config } from '../config/config.js'
 import { type Environment, EnvironmentError, tracingSettings } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
-import { ledgerPoolSize, openLedger, scopeLedger } from '../db/client.js'
-import { checkDedupKeys } from '../db/dedup-keys.js'
+import { ledgerPoolSize, openLedger, pingLedger, scopeLedger } from '../db/client.js'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
-import { addLedgerGauges } from '../db/gauges.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
-import { retentionWarnings, startRetention } from '../db/retention.js'
 import { settlesWithin } from '../deadline.js'
 import { startDeliveryControl } from '../delivery/control.js'
 import { resolveHandlers } from '../delivery/source-handlers.js'
@@ -24,6 +20,7 @@ import type { EventHandler, SourceHandler } from '../handlers/types.js'
 import { createApp, createHealthApp } from '../http/app.js'
 import type { ReadinessCheck } from '../http/routes/health.js'
 import { createBackpressure } from '../inbound/backpressure.js'
+import { checkDedupKeys } from '../inbound/dedup-key-drift.js'
 import { evidenceIntake } from '../inbound/evidence.js'
 import { createLogger, type Logger } from '../logger.js'
 import { createMetrics } from '../metrics.js'
@@ -34,6 +31,7 @@ import type { Tool } from '../outbound/tools.js'
 import type { QueueBackend } from '../queue/backend.js'
 import { createBullmqBackend } from '../queue/bullmq.js'
 import { createEnqueuer } from '../queue/enqueuer.js'
+import { addLedgerGauges } from '../queue/gauges.js'
 import { createInProcessBackend } from '../queue/in-process.js'
 import {
   deploymentQueuePrefix,
@@ -48,6 +46,8 @@ import { claimQueuePrefix } from '../queue/prefix-owner.js'
 import { type RedisWatch, redisProblems, watchRedis } from '../queue/redis-health.js'
 import { startRelay } from '../queue/relay.js'
 import { startWorker } from '../queue/worker.js'
+import { startRetention } from '../retention/loop.js'
+import { retentionWarnings } from '../retention/provider-horizon.js'
 import { startTracing } from '../tracing.js'
 import { loadConfig } from './config.js'
 
@@ -231,7 +231,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   })
   alerts?.start(delivery)
   const readiness: ReadinessCheck[] = [
-    { name: 'postgres', check: () => scopes.request.db.execute(sql`select 1`) },
+    { name: 'postgres', check: () => pingLedger(scopes.request.sql) },
     redisWatch === undefined
       ? { name: 'queue', check: async () => {}, ok: 'in-process' }
       : { name: 'redis', check: () => redisReadiness(redisWatch) },

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ConfigError } from '../../src/config/config.js'
-import { checkDedupKeys } from '../../src/db/dedup-keys.js'
+import { checkDedupKeys } from '../../src/inbound/dedup-key-drift.js'
 import { createLogger } from '../../src/logger.js'
 import { buildConfig } from '../../src/service/config.js'
 import { createTestDatabase } from '../support/database.js'

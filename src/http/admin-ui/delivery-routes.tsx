@@ -33,7 +33,7 @@ export function deliveryRoutes(deps: DeliveryRouteDependencies) {
     .get('/', async (c) => {
       const user = { name: c.get('session').name, csrf: c.get('csrf') }
       const disabled = new Map(
-        (await listDisabledRoutes(deps.db)).map((row) => [
+        (await listDisabledRoutes(deps.db.$client)).map((row) => [
           `${row.source}/${row.routeId}`,
           { reason: row.reason, since: row.disabledAt },
         ]),

@@ -1,10 +1,14 @@
 import { createHash, createHmac, randomUUID, timingSafeEqual } from 'node:crypto'
-import { and, eq, gt, isNull, lt, sql } from 'drizzle-orm'
 import type { Context } from 'hono'
 import { deleteCookie, getSignedCookie, setSignedCookie } from 'hono/cookie'
 import { z } from 'zod'
+import {
+  isAdminSessionLive,
+  revokeAdminSession,
+  revokeAllAdminSessions,
+  startAdminSession,
+} from '../../db/admin-sessions.js'
 import type { Database } from '../../db/client.js'
-import { adminSessions as sessionRows } from '../../db/schema.js'
 
 /** A person logged in to the admin page; `name` is recorded as `by` in replays and decisions. */
 export interface AdminSession {
@@ -64,9 +68,7 @@ export function adminSessions(adminToken: string, db: Database): AdminSessions {
     tokenMatches: (candidate) => timingSafeEqual(sha256(candidate), expected),
     async start(c, name) {
       const session = { name, expires: Date.now() + SESSION_TTL_MS, nonce: randomUUID() }
-      // Rows of sessions long over are of no use to anyone; logins are rare enough to sweep here.
-      await db.delete(sessionRows).where(lt(sessionRows.expiresAt, sql`now() - interval '1 day'`))
-      await db.insert(sessionRows).values({ id: session.nonce, name, expiresAt: new Date(session.expires) })
+      await startAdminSession(db, { id: session.nonce, name, expiresAt: new Date(session.expires) })
       const value = Buffer.from(
         JSON.stringify({ n: session.name, e: session.expires, s: session.nonce }),
       ).toString('base64url')
@@ -92,28 +94,15 @@ export function adminSessions(adminToken: string, db: Database): AdminSessions {
       // The signature proves we issued it; the expiry inside it (not the cookie's Max-Age, which
       // the client controls) decides how long it lasts.
       if (!parsed.success || parsed.data.e <= Date.now() || !isUuid(parsed.data.s)) return undefined
-      const [row] = await db
-        .select({ id: sessionRows.id })
-        .from(sessionRows)
-        .where(
-          and(
-            eq(sessionRows.id, parsed.data.s),
-            isNull(sessionRows.revokedAt),
-            gt(sessionRows.expiresAt, new Date()),
-          ),
-        )
-      if (row === undefined) return undefined
+      if (!(await isAdminSessionLive(db, parsed.data.s))) return undefined
       return { name: parsed.data.n, expires: parsed.data.e, nonce: parsed.data.s }
     },
     async end(c, session) {
-      await db
-        .update(sessionRows)
-        .set({ revokedAt: sql`now()` })
-        .where(and(eq(sessionRows.id, session.nonce), isNull(sessionRows.revokedAt)))
+      await revokeAdminSession(db, session.nonce)
       deleteSessionCookie(c)
     },
     async endEverywhere(c) {
-      await db.update(sessionRows).set({ revokedAt: sql`now()` }).where(isNull(sessionRows.revokedAt))
+      await revokeAllAdminSessions(db)
       deleteSessionCookie(c)
     },
     csrfToken,

@@ -1,0 +1,193 @@
+import type postgres from 'postgres'
+import { operationStatus } from './outbound-schema.js'
+
+// The reads of `hookledger doctor` (src/doctor/): each bounded, none writes.
+
+/** Part of an operation key as stepKey encodes it (src/outbound/keys.ts), in SQL. */
+const encodedPart = (column: string) => `replace(replace(${column}, '%', '%25'), ':', '%3A')`
+/** The reverse, for a part split off a key: '%3A' first, so an encoded '%' never turns into one. */
+const decodedPart = (part: string) => `replace(replace(${part}, '%3A', ':'), '%25', '%')`
+
+/** Every status but completed (the schema's own list): a forward in one of these did not deliver. */
+const NOT_COMPLETED = operationStatus.enumValues.filter((status) => status !== 'completed')
+
+/** An operation key and its status (`null`: no such operation). */
+export interface KeyStatus {
+  key: string
+  status: string | null
+}
+
+/**
+ * Forward operations (`<source>:<event id>:forward`, `…:route:<route id>`) not completed whose event
+ * is DONE: of the newest `limit` such operations.
+ */
+export async function openForwardsOfDoneEvents(client: postgres.Sql, limit: number): Promise<KeyStatus[]> {
+  return client<KeyStatus[]>`
+    with open as (
+      select operation_key, status::text as status,
+        split_part(operation_key, ':', 1) as s, split_part(operation_key, ':', 2) as e
+      from operations
+      where status = any(${NOT_COMPLETED}::operation_status[]) and tool = 'forward'
+        and (operation_key like '%:forward' or operation_key like '%:route:%')
+      order by updated_at desc limit ${limit}
+    )
+    select o.operation_key as key, o.status from open o
+    join inbound_events ev on ev.source = ${client.unsafe(decodedPart('o.s'))}
+      and ev.event_id = ${client.unsafe(decodedPart('o.e'))} and ev.status = 'done'
+    limit ${limit}`
+}
+
+/**
+ * Of the newest `limit` events DONE within the last `days`, the forward operations they should have
+ * (the sources that forward, the routes done that forward) that are missing or not completed.
+ */
+export async function missingForwardsOfDoneEvents(
+  client: postgres.Sql,
+  options: {
+    /** Sources whose handler is a forward. */
+    forwardSources: readonly string[]
+    /** `<source>/<route id>` of every route that forwards. */
+    forwardRoutes: readonly string[]
+    days: number
+    limit: number
+  },
+): Promise<KeyStatus[]> {
+  const eventKey = client.unsafe(`${encodedPart('r.source')} || ':' || ${encodedPart('r.event_id')}`)
+  return client<KeyStatus[]>`
+    with recent as (
+      select id, source, event_id from inbound_events
+      where status = 'done' and processed_at > now() - ${options.days} * interval '1 day'
+      order by received_at desc limit ${options.limit}
+    ), expected as (
+      select ${eventKey} || ':forward' as key
+      from recent r where r.source = any(${options.forwardSources as string[]}::text[])
+      union all
+      select ${eventKey} || ':route:' || er.route_id
+      from recent r join event_routes er on er.event_row_id = r.id and er.status = 'done'
+      where r.source || '/' || er.route_id = any(${options.forwardRoutes as string[]}::text[])
+    )
+    select x.key, o.status::text as status from expected x
+    left join operations o on o.operation_key = x.key
+    -- A key over 255 characters is kept hashed (stepKey's %h parts), which is not rebuilt here:
+    -- such an event is not checked rather than reported without cause.
+    where length(x.key) <= 255 and o.status is distinct from 'completed'
+    limit ${options.limit}`
+}
+
+/**
+ * `in_progress` operations whose lease ran out more than `marginMs` ago, counted up to `limit`, and
+ * the first `examples` of them (lease oldest first) with their newest attempt's status.
+ */
+export async function expiredLeases(
+  client: postgres.Sql,
+  options: { marginMs: number; limit: number; examples: number },
+): Promise<{ count: number; examples: Array<{ key: string; attempt: string | null }> }> {
+  const expired = client`o.status = 'in_progress'
+    and coalesce(o.lease_until, o.updated_at) < now() - ${options.marginMs} * interval '1 millisecond'`
+  const [{ n } = { n: 0 }] = await client<Array<{ n: number }>>`
+    select count(*)::int as n from (select 1 from operations o where ${expired} limit ${options.limit}) x`
+  if (n === 0) return { count: 0, examples: [] }
+  const examples = await client<Array<{ key: string; attempt: string | null }>>`
+    select o.operation_key as key, a.status::text as attempt from operations o
+    left join operation_attempts a on a.operation_id = o.id and a.attempt = o.attempts
+    where ${expired} order by o.lease_until nulls first limit ${options.examples}`
+  return { count: n, examples }
+}
+
+/** A foreign key from a child table's column to its parent table's id. */
+export interface ParentKey {
+  table: string
+  column: string
+  parent: string
+}
+
+/** Whether `key` exists, and whether it is enforced (validated, its triggers enabled). */
+export async function foreignKeyState(
+  client: postgres.Sql,
+  key: ParentKey,
+): Promise<{ present: boolean; enforced: boolean }> {
+  const [state] = await client<Array<{ present: boolean; enforced: boolean }>>`
+    select count(c.oid) > 0 as present,
+      coalesce(bool_and(c.convalidated and not exists (
+        select 1 from pg_trigger t where t.tgconstraint = c.oid and t.tgenabled = 'D')), false) as enforced
+    from pg_constraint c
+    where c.contype = 'f' and c.conrelid = ${key.table}::regclass and c.confrelid = ${key.parent}::regclass`
+  return state ?? { present: false, enforced: false }
+}
+
+/** Of the newest `limit` rows of `key.table`, those whose parent row does not exist. */
+export async function orphanRows(
+  client: postgres.Sql,
+  key: ParentKey,
+  limit: number,
+): Promise<Array<{ id: string; parent: string }>> {
+  const { table, column, parent } = key
+  return client<Array<{ id: string; parent: string }>>`
+    select a.id::text as id, a.${client(column)}::text as parent
+    from (select id, ${client(column)} from ${client(table)} order by id desc limit ${limit}) a
+    where not exists (select 1 from ${client(parent)} p where p.id = a.${client(column)})
+    limit ${limit}`
+}
+
+/**
+ * Of the `limit` operations longest in `needs_reconciliation`, those there for over `olderThanMs`,
+ * counted from the audit entry that put them there (the reconciler's lease moves updated_at on
+ * every try).
+ */
+export async function longReconciliations(
+  client: postgres.Sql,
+  options: { olderThanMs: number; limit: number },
+): Promise<Array<{ key: string; tool: string; since: Date; error: string | null }>> {
+  return client<Array<{ key: string; tool: string; since: Date; error: string | null }>>`
+    select * from (
+      select o.operation_key as key, o.tool, o.last_error as error,
+        coalesce((select max(au.at) from operation_audit au
+          where au.operation_id = o.id and au.to_status = 'needs_reconciliation'), o.updated_at) as since
+      from operations o where o.status = 'needs_reconciliation'
+      order by o.updated_at limit ${options.limit}
+    ) x where since < now() - ${options.olderThanMs} * interval '1 millisecond'
+    order by since`
+}
+
+/**
+ * Up to `limit` PENDING rows (and PROCESSING rows whose lease ran out) that nothing has touched for
+ * `quietMs`, oldest first, with the batch job they were first enqueued in.
+ */
+export async function quietUnfinishedEvents(
+  client: postgres.Sql,
+  options: { quietMs: number; limit: number },
+): Promise<Array<{ id: string; job_id: string | null }>> {
+  return client<Array<{ id: string; job_id: string | null }>>`
+    select id, job_id from inbound_events
+    where status in ('pending', 'processing')
+      and greatest(received_at, next_attempt_at, lease_until, updated_at) < now() - ${options.quietMs} * interval '1 millisecond'
+    order by received_at limit ${options.limit}`
+}
+
+/** These server settings as a session of this database sees them (role and database settings included). */
+export async function serverSettings(
+  client: postgres.Sql,
+  names: readonly string[],
+): Promise<Map<string, string>> {
+  const rows = await client<Array<{ name: string; setting: string }>>`
+    select name, setting from pg_settings where name = any(${names as string[]}::text[])`
+  return new Map(rows.map((row) => [row.name, row.setting]))
+}
+
+/** Ledger tables whose own `autovacuum_enabled` is set to something `isTrue` (a regex source) rejects. */
+export async function tablesWithAutovacuumOff(client: postgres.Sql, isTrue: string): Promise<string[]> {
+  const rows = await client<Array<{ name: string }>>`
+    select c.relname as name from pg_class c
+    where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p')
+      and exists (select 1 from unnest(c.reloptions) o
+        where o ilike 'autovacuum_enabled=%' and not split_part(o, '=', 2) ~* ${isTrue})
+    order by c.relname`
+  return rows.map((row) => row.name)
+}
+
+/** PostgreSQL's clock, in Unix milliseconds. */
+export async function databaseClockMs(client: postgres.Sql): Promise<number> {
+  const [row] = await client<Array<{ now: string }>>`
+    select (extract(epoch from clock_timestamp()) * 1000)::text as now`
+  return Number(row?.now)
+}
