@@ -1,8 +1,8 @@
-import { spawn } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { beforeAll, describe, expect, it } from 'vitest'
+import { runCommand } from '../support/run-command.js'
 import { temporaryDirectory } from '../support/temp.js'
 
 // Operator mistakes end the CLI with one line on stderr and a non-zero exit status, never a stack
@@ -26,17 +26,9 @@ writeFileSync(
 
 /** Runs the CLI as a child process; children run at once, since each spends seconds compiling. */
 function runCli(args: string[], env: Record<string, string> = {}) {
-  return new Promise<{ status: number | null; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
-      cwd: ROOT,
-      env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'silent', HOOKLEDGER_CONFIG: configPath, ...env },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    })
-    let stderr = ''
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString()
-    })
-    child.on('close', (status) => resolve({ status, stderr }))
+  return runCommand(process.execPath, ['--import', 'tsx', CLI, ...args], {
+    cwd: ROOT,
+    env: { LOG_LEVEL: 'silent', HOOKLEDGER_CONFIG: configPath, ...env },
   })
 }
 

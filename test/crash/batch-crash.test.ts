@@ -1,40 +1,22 @@
-import { writeFileSync } from 'node:fs'
-import { join } from 'node:path'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { FailpointName } from '../../src/failpoints.js'
-import { type Child, startChild } from '../support/child.js'
 import { crashWitness, deliverOrder } from '../support/crash-ledger.js'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { testRedisUrl } from '../support/env.js'
+import { serviceHarness } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 import { uniquePrefix } from '../support/stack.js'
-import { temporaryDirectory } from '../support/temp.js'
 
 // The worker shares statements among the events of one turn. A SIGKILL in the middle of such a batch
 // (the first event to reach its DONE mark kills the process while its neighbours are at every other
 // step) must still leave every event DONE after a restart, with no handler's writes made twice and
 // no completed forward sent again.
 
-let database: TestDatabase
-const directory = temporaryDirectory('hookledger-batch-crash-')
-const children: Child[] = []
-
-beforeAll(async () => {
-  database = await createTestDatabase()
-  await database.sql`create table handler_effects (event_id text not null)`
-})
-afterEach(async () => {
-  for (const child of children.splice(0)) await child.kill()
-})
-afterAll(async () => {
-  await database.drop()
+const harness = serviceHarness({
+  folder: 'hookledger-batch-crash-',
+  setup: (database) => database.sql`create table handler_effects (event_id text not null)`,
 })
 
-const { effects, invocations } = crashWitness(
-  () => database,
-  () => directory,
-)
+const { effects, invocations } = crashWitness(harness)
 
 const EVENTS = 30
 
@@ -44,10 +26,8 @@ function writeConfig(
   worker: Record<string, unknown>,
   outbound: Record<string, unknown> = {},
 ) {
-  const path = join(directory, `${name}.json`)
-  writeFileSync(
-    path,
-    JSON.stringify({
+  return harness.writeConfig(
+    {
       sources: [
         {
           id: 'acme',
@@ -59,9 +39,9 @@ function writeConfig(
       relay: { intervalMs: 200, graceMs: 300, orphanAfterMs: 2000 },
       outbound,
       queue: { prefix: `${uniquePrefix()}-${name}` },
-    }),
+    },
+    `${name}.json`,
   )
-  return path
 }
 
 /** The crash server (code handler) takes its role from the environment, `serve` from its flag. */
@@ -69,17 +49,8 @@ type Entry = (role: string) => string[]
 const CODE: Entry = () => ['test/support/crash-server.mjs']
 const SERVE: Entry = (role) => ['bin/hookledger.js', 'serve', '--role', role]
 
-async function start(entry: Entry, config: string, role: string, failpoint?: FailpointName) {
-  const child = await startChild(entry(role), {
-    DATABASE_URL: database.url,
-    REDIS_URL: testRedisUrl(),
-    HOOKLEDGER_CONFIG: config,
-    TEST_ROLE: role,
-    TEST_INVOCATION_LOG: join(directory, 'invocations.log'),
-    ...(failpoint === undefined ? {} : { HOOKLEDGER_FAILPOINT: failpoint }),
-  })
-  children.push(child)
-  return child
+function start(entry: Entry, configPath: string, role: string, failpoint?: FailpointName) {
+  return harness.startChild({ entry: entry(role), configPath, env: { TEST_ROLE: role }, failpoint })
 }
 
 /**
@@ -99,7 +70,7 @@ async function crashInBatch(entry: Entry, config: string, prefix: string) {
 }
 
 async function statuses(prefix: string) {
-  const rows = await database.sql<{ status: string }[]>`
+  const rows = await harness.database.sql<{ status: string }[]>`
     select status::text from inbound_events where event_id like ${`${prefix}%`}`
   return rows.map((row) => row.status)
 }
@@ -133,17 +104,17 @@ describe('SIGKILL in the middle of a batch', { timeout: 180_000 }, () => {
         { leaseMs: 3000, backoffMaxMs: 1000 },
       )
       const ids = await crashInBatch(SERVE, config, 'evt_bcrash_fwd_')
-      const completedBeforeRestart = await database.sql<{ operation_key: string }[]>`
+      const completedBeforeRestart = await harness.database.sql<{ operation_key: string }[]>`
         select operation_key from operations where operation_key like 'acme:evt_bcrash_fwd_%' and status = 'completed'`
       expect(completedBeforeRestart.length).toBeGreaterThan(0)
       // A forward's success and its event's DONE commit in one statement: the kill, which comes right
       // after a handler returned, finds no completed forward under an event not yet DONE.
-      const [completedNotDone] = await database.sql<{ n: number }[]>`
+      const [completedNotDone] = await harness.database.sql<{ n: number }[]>`
         select count(*)::int as n from operations o
         join inbound_events e on o.operation_key = 'acme:' || e.event_id || ':forward'
         where e.event_id like 'evt_bcrash_fwd_%' and o.status = 'completed' and e.status <> 'done'`
       expect(completedNotDone?.n).toBe(0)
-      const [inFlight] = await database.sql<{ n: number }[]>`
+      const [inFlight] = await harness.database.sql<{ n: number }[]>`
         select count(*)::int as n from operations where operation_key like 'acme:evt_bcrash_fwd_%' and status = 'in_progress'`
       expect(inFlight?.n).toBeGreaterThan(0)
 
@@ -184,7 +155,7 @@ describe('SIGKILL after the forward was claimed, before it was sent', { timeout:
       expect((await deliverOrder(crashing.url, 'evt_claimed_crash')).status).toBe(200)
       expect(await crashing.exited).toBe('SIGKILL')
       // The lease and the forward's claim committed together; nothing was sent.
-      const [claimed] = await database.sql<{ status: string; event_status: string }[]>`
+      const [claimed] = await harness.database.sql<{ status: string; event_status: string }[]>`
         select o.status::text, e.status::text as event_status from operations o
         join inbound_events e on e.event_id = 'evt_claimed_crash'
         where o.operation_key = 'acme:evt_claimed_crash:forward'`
@@ -196,7 +167,7 @@ describe('SIGKILL after the forward was claimed, before it was sent', { timeout:
         .poll(async () => (await statuses('evt_claimed_crash'))[0], { timeout: 30_000 })
         .toBe('done')
       expect(sink.received).toHaveLength(1)
-      const [op] = await database.sql<{ status: string; attempts: number }[]>`
+      const [op] = await harness.database.sql<{ status: string; attempts: number }[]>`
         select status::text, attempts from operations where operation_key = 'acme:evt_claimed_crash:forward'`
       expect(op).toEqual({ status: 'completed', attempts: 2 })
     } finally {

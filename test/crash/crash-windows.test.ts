@@ -1,64 +1,37 @@
-import { writeFileSync } from 'node:fs'
-import { join } from 'node:path'
 import { Queue } from 'bullmq'
 import { Redis } from 'ioredis'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import type { FailpointName } from '../../src/failpoints.js'
 import { deploymentQueuePrefix, INBOUND_QUEUE, processEventJobId } from '../../src/queue/jobs.js'
-import { type Child, startChild } from '../support/child.js'
+import type { Child } from '../support/child.js'
 import { crashWitness, deliverOrder } from '../support/crash-ledger.js'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { testRedisUrl } from '../support/env.js'
+import { serviceHarness } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
-import { temporaryDirectory } from '../support/temp.js'
 
 // Each window: the real service in a child process kills itself (SIGKILL) at a named point; the
 // ledger is then checked, the service started again, and the provider's retry sent.
 
-let database: TestDatabase
-const directory = temporaryDirectory('hookledger-crash-')
-let child: Child | undefined
-
-beforeAll(async () => {
-  database = await createTestDatabase()
-  await database.sql`create table handler_effects (event_id text not null)`
-  writeFileSync(
-    join(directory, 'config.json'),
-    JSON.stringify({
-      sources: [{ id: 'acme', verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] } }],
-      worker: {
-        maxAttempts: 5,
-        backoffBaseMs: 50,
-        handlerTimeoutMs: 1000,
-        leaseMs: 2000,
-        stalledIntervalMs: 1000,
-      },
-      relay: { intervalMs: 200, graceMs: 500, orphanAfterMs: 5000 },
-    }),
-  )
-})
-afterEach(async () => {
-  await child?.kill()
-  child = undefined
-})
-afterAll(async () => {
-  await database.drop()
+const harness = serviceHarness({
+  folder: 'hookledger-crash-',
+  setup: (database) => database.sql`create table handler_effects (event_id text not null)`,
+  config: {
+    sources: [{ id: 'acme', verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] } }],
+    worker: {
+      maxAttempts: 5,
+      backoffBaseMs: 50,
+      handlerTimeoutMs: 1000,
+      leaseMs: 2000,
+      stalledIntervalMs: 1000,
+    },
+    relay: { intervalMs: 200, graceMs: 500, orphanAfterMs: 5000 },
+  },
 })
 
-function start(failpoint?: FailpointName) {
-  return startChild(['test/support/crash-server.mjs'], {
-    DATABASE_URL: database.url,
-    REDIS_URL: testRedisUrl(),
-    HOOKLEDGER_CONFIG: join(directory, 'config.json'),
-    TEST_INVOCATION_LOG: join(directory, 'invocations.log'),
-    ...(failpoint === undefined ? {} : { HOOKLEDGER_FAILPOINT: failpoint }),
-  })
-}
+const start = (failpoint?: FailpointName) =>
+  harness.startChild({ entry: ['test/support/crash-server.mjs'], failpoint })
 
-const { rowFor, effects, invocations } = crashWitness(
-  () => database,
-  () => directory,
-)
+const { rowFor, effects, invocations } = crashWitness(harness)
 
 async function killedBy(crashing: Child) {
   expect(await crashing.exited).toBe('SIGKILL')
@@ -71,7 +44,7 @@ describe('crash windows (SIGKILL at named points)', () => {
     await killedBy(crashing)
     expect(await rowFor('evt_crash_before_commit')).toBeUndefined()
 
-    child = await start()
+    const child = await start()
     const retry = await deliverOrder(child.url, 'evt_crash_before_commit')
     expect(retry.status).toBe(200)
     expect(await retry.json()).toMatchObject({ status: 'accepted' })
@@ -87,7 +60,7 @@ describe('crash windows (SIGKILL at named points)', () => {
     await killedBy(crashing)
     expect(await rowFor('evt_crash_after_commit')).toMatchObject({ status: 'pending', enqueuedAt: null })
 
-    child = await start()
+    const child = await start()
     const retry = await deliverOrder(child.url, 'evt_crash_after_commit')
     expect(await retry.json()).toMatchObject({ status: 'duplicate' })
     await expect
@@ -105,7 +78,7 @@ describe('crash windows (SIGKILL at named points)', () => {
     await killedBy(crashing)
     expect(await rowFor('evt_crash_before_enqueue')).toMatchObject({ status: 'pending', enqueuedAt: null })
 
-    child = await start()
+    await start()
     await expect
       .poll(async () => (await rowFor('evt_crash_before_enqueue'))?.status, { timeout: 15_000 })
       .toBe('done')
@@ -120,7 +93,7 @@ describe('crash windows (SIGKILL at named points)', () => {
     expect(await rowFor('evt_crash_in_handler')).toMatchObject({ status: 'processing', attempts: 1 })
     expect(await effects('evt_crash_in_handler')).toBe(0)
 
-    child = await start()
+    await start()
     await expect
       .poll(async () => (await rowFor('evt_crash_in_handler'))?.status, { timeout: 20_000 })
       .toBe('done')
@@ -139,13 +112,13 @@ describe('crash windows (SIGKILL at named points)', () => {
     const connection = new Redis(testRedisUrl(), { maxRetriesPerRequest: null })
     const queue = new Queue(INBOUND_QUEUE, {
       connection,
-      prefix: deploymentQueuePrefix(database.deploymentId),
+      prefix: deploymentQueuePrefix(harness.database.deploymentId),
     })
     const jobId = processEventJobId(row?.id ?? '')
     // The dead worker never acknowledged the job: it is still active in Redis.
     expect(await queue.getJobState(jobId)).toBe('active')
 
-    child = await start()
+    await start()
     // The stall check hands the job to the new worker, which finds the row DONE and runs nothing.
     await expect.poll(() => queue.getJobState(jobId), { timeout: 20_000 }).toBe('completed')
     await queue.close()

@@ -1,68 +1,41 @@
-import { writeFileSync } from 'node:fs'
-import { join } from 'node:path'
 import { inArray } from 'drizzle-orm'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { inboundEvents } from '../../src/db/schema.js'
 import type { FailpointName } from '../../src/failpoints.js'
-import { type Child, startChild } from '../support/child.js'
 import { crashWitness, deliverOrder } from '../support/crash-ledger.js'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { serviceHarness } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
-import { temporaryDirectory } from '../support/temp.js'
 
 // The crash windows again with REDIS_URL unset: the jobs die with the process, and the restarted one
 // must find the work in the ledger alone, well before orphan recovery (set to a minute here) would.
 
-let database: TestDatabase
-const directory = temporaryDirectory('hookledger-inproc-crash-')
-let child: Child | undefined
-
-beforeAll(async () => {
-  database = await createTestDatabase()
-  await database.sql`create table handler_effects (event_id text not null)`
-  writeFileSync(
-    join(directory, 'config.json'),
-    JSON.stringify({
-      sources: [{ id: 'acme', verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] } }],
-      worker: {
-        concurrency: 4,
-        maxAttempts: 5,
-        backoffBaseMs: 50,
-        handlerTimeoutMs: 1000,
-        leaseMs: 2000,
-        stalledIntervalMs: 1000,
-      },
-      relay: { intervalMs: 200, graceMs: 500, orphanAfterMs: 60_000 },
-    }),
-  )
-})
-afterEach(async () => {
-  await child?.kill()
-  child = undefined
-})
-afterAll(async () => {
-  await database.drop()
+const harness = serviceHarness({
+  folder: 'hookledger-inproc-crash-',
+  setup: (database) => database.sql`create table handler_effects (event_id text not null)`,
+  config: {
+    sources: [{ id: 'acme', verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] } }],
+    worker: {
+      concurrency: 4,
+      maxAttempts: 5,
+      backoffBaseMs: 50,
+      handlerTimeoutMs: 1000,
+      leaseMs: 2000,
+      stalledIntervalMs: 1000,
+    },
+    relay: { intervalMs: 200, graceMs: 500, orphanAfterMs: 60_000 },
+  },
+  // Empty counts as unset, and overrides a REDIS_URL the test runner's environment may carry.
+  env: { REDIS_URL: '' },
 })
 
-function start(failpoint?: FailpointName) {
-  return startChild(['test/support/crash-server.mjs'], {
-    DATABASE_URL: database.url,
-    // Empty counts as unset, and overrides a REDIS_URL the test runner's environment may carry.
-    REDIS_URL: '',
-    HOOKLEDGER_CONFIG: join(directory, 'config.json'),
-    TEST_INVOCATION_LOG: join(directory, 'invocations.log'),
-    ...(failpoint === undefined ? {} : { HOOKLEDGER_FAILPOINT: failpoint }),
-  })
-}
+const start = (failpoint?: FailpointName) =>
+  harness.startChild({ entry: ['test/support/crash-server.mjs'], failpoint })
 
-const { rowFor, effects, invocations } = crashWitness(
-  () => database,
-  () => directory,
-)
+const { rowFor, effects, invocations } = crashWitness(harness)
 
 describe('crash windows with the in-process queue (SIGKILL, then a restart)', () => {
   it('announces the in-process queue loudly at start', async () => {
-    child = await start()
+    const child = await start()
     expect(child.output()).toMatch(/"level":40.*in-process queue.*ONE hookledger process/)
   })
 
@@ -74,7 +47,7 @@ describe('crash windows with the in-process queue (SIGKILL, then a restart)', ()
     expect(await effects('evt_inproc_in_handler')).toBe(0)
 
     const restartedAt = Date.now()
-    child = await start()
+    await start()
     // The lease (2 s) must run out first; orphan recovery would take a minute more.
     await expect
       .poll(async () => (await rowFor('evt_inproc_in_handler'))?.status, { timeout: 15_000 })
@@ -95,20 +68,20 @@ describe('crash windows with the in-process queue (SIGKILL, then a restart)', ()
       return answer?.status === 'fulfilled' && answer.value.status === 200
     })
     // A 200 means a committed row, whatever happened after it.
-    const committed = await database.db
+    const committed = await harness.database.db
       .select()
       .from(inboundEvents)
       .where(inArray(inboundEvents.eventId, ids))
     expect(committed.map((row) => row.eventId)).toEqual(expect.arrayContaining(accepted))
     expect(committed.some((row) => row.status !== 'done')).toBe(true)
 
-    child = await start()
+    await start()
     await expect
       .poll(
         async () =>
-          (await database.db.select().from(inboundEvents).where(inArray(inboundEvents.eventId, ids))).every(
-            (row) => row.status === 'done',
-          ),
+          (
+            await harness.database.db.select().from(inboundEvents).where(inArray(inboundEvents.eventId, ids))
+          ).every((row) => row.status === 'done'),
         { timeout: 20_000 },
       )
       .toBe(true)
@@ -121,7 +94,7 @@ describe('crash windows with the in-process queue (SIGKILL, then a restart)', ()
     expect(await crashing.exited).toBe('SIGKILL')
     expect(await rowFor('evt_inproc_before_enqueue')).toMatchObject({ status: 'pending', enqueuedAt: null })
 
-    child = await start()
+    await start()
     await expect
       .poll(async () => (await rowFor('evt_inproc_before_enqueue'))?.status, { timeout: 15_000 })
       .toBe('done')

@@ -145,7 +145,7 @@ describe('bulk replay of FAILED events', () => {
         return () => clearInterval(poll)
       }
     const first = await runCli(['events', 'replay', '--source', 'cut'], service.database.url, {
-      during: interruptAfter('SIGINT', 2000),
+      onSpawn: interruptAfter('SIGINT', 2000),
     })
     expect(first.status, first.stderr).toBe(130)
     expect(first.stdout).toMatch(
@@ -154,7 +154,7 @@ describe('bulk replay of FAILED events', () => {
     const afterFirst = await replays()
     expect(afterFirst).toBeLessThan(CUT)
     const second = await runCli(['events', 'replay', '--source', 'cut'], service.database.url, {
-      during: interruptAfter('SIGKILL', afterFirst + 3000),
+      onSpawn: interruptAfter('SIGKILL', afterFirst + 3000),
     })
     expect(second.signal, second.stderr).toBe('SIGKILL')
     const afterSecond = await replays()

@@ -174,7 +174,7 @@ describe('hookledger events', () => {
       service.database.url,
       {
         timeoutMs: 60_000,
-        during: (child) => {
+        onSpawn: (child) => {
           let stdout = ''
           child.stderr?.on('data', async (chunk: Buffer) => {
             if (!delivered && chunk.toString().includes('following new events')) {

@@ -1,9 +1,9 @@
-import { spawn } from 'node:child_process'
 import { readFileSync, writeFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import type postgres from 'postgres'
 import type { Config } from '../../src/config/config.js'
 import { buildConfig } from '../../src/service/config.js'
+import { type CommandResult, type RunningCommand, runCommand } from '../support/run-command.js'
 import { FAST_RELAY, FAST_WORKER } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
 
@@ -55,57 +55,28 @@ export function countsById(received: ReadonlyArray<{ body: string }>): Map<strin
   return counts
 }
 
-export interface CliRun {
-  status: number | null
-  signal: NodeJS.Signals | null
-  stdout: string
-  stderr: string
+export interface CliRun extends CommandResult {
   /** The kernel's peak resident set size of the process, in MiB (undefined when killed with SIGKILL). */
   peakRssMb: number | undefined
 }
 
-/** The built CLI in a child process on `databaseUrl`; `during` may signal it while it runs. */
-export function runCli(
+/** The built CLI in a child process on `databaseUrl`; `onSpawn` may signal it while it runs. */
+export async function runCli(
   args: string[],
   databaseUrl: string,
   options: {
     rssFile?: string
-    /** Runs beside the child; what it returns is called once the child has exited. */
-    during?: (child: ReturnType<typeof spawn>) => (() => void) | undefined
+    onSpawn?: (child: RunningCommand) => (() => void) | undefined
     timeoutMs?: number
   } = {},
 ): Promise<CliRun> {
-  return new Promise((resolve, reject) => {
-    if (options.rssFile !== undefined) writeFileSync(options.rssFile, '')
-    const child = spawn(process.execPath, ['--import', PEAK_RSS, 'bin/hookledger.js', ...args], {
-      cwd: ROOT,
-      env: {
-        PATH: process.env.PATH ?? '',
-        LOG_LEVEL: 'silent',
-        DATABASE_URL: databaseUrl,
-        PEAK_RSS_FILE: options.rssFile ?? '',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString()
-    })
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString()
-    })
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL')
-      reject(new Error(`hookledger ${args.join(' ')} ran over ${options.timeoutMs ?? 60_000} ms: ${stderr}`))
-    }, options.timeoutMs ?? 60_000)
-    let cleanup: (() => void) | undefined
-    child.on('close', (status, signal) => {
-      clearTimeout(timer)
-      cleanup?.()
-      const text = options.rssFile === undefined ? '' : readFileSync(options.rssFile, 'utf8')
-      resolve({ status, signal, stdout, stderr, peakRssMb: text === '' ? undefined : Number(text) / 1024 })
-    })
-    cleanup = options.during?.(child)
+  if (options.rssFile !== undefined) writeFileSync(options.rssFile, '')
+  const run = await runCommand(process.execPath, ['--import', PEAK_RSS, 'bin/hookledger.js', ...args], {
+    cwd: ROOT,
+    env: { LOG_LEVEL: 'silent', DATABASE_URL: databaseUrl, PEAK_RSS_FILE: options.rssFile ?? '' },
+    timeoutMs: options.timeoutMs ?? 60_000,
+    onSpawn: options.onSpawn,
   })
+  const text = options.rssFile === undefined ? '' : readFileSync(options.rssFile, 'utf8')
+  return { ...run, peakRssMb: text === '' ? undefined : Number(text) / 1024 }
 }

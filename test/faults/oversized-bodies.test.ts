@@ -1,11 +1,10 @@
 import { execFile } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type Child, startChild } from '../support/child.js'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { beforeAll, describe, expect, it } from 'vitest'
+import type { Child } from '../support/child.js'
+import { serviceHarness } from '../support/service.js'
 import { signedHeaders, TEST_SECRET } from '../support/signing.js'
 
 /**
@@ -16,40 +15,27 @@ import { signedHeaders, TEST_SECRET } from '../support/signing.js'
  */
 const AGENT_TOKEN = 'agent-token-for-oversized-bodies'
 const TEN_MB = 10 * 1024 * 1024
-let database: TestDatabase
+const harness = serviceHarness({
+  folder: 'hl-oversized-',
+  config: {
+    sources: [
+      {
+        id: 'acme',
+        verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
+        handler: { type: 'forward', url: 'http://127.0.0.1:9/unused' },
+        bodyLimitBytes: 4096,
+      },
+    ],
+    server: { operationsBodyLimitBytes: 64 * 1024 },
+  },
+  // Empty counts as unset: the in-process queue, whatever the runner's environment carries.
+  env: { REDIS_URL: '', AGENT_TOKEN, LOG_LEVEL: 'warn' },
+  keepBetweenTests: true,
+})
 let running: Child
-let scratch: string
 
 beforeAll(async () => {
-  database = await createTestDatabase()
-  scratch = mkdtempSync(join(tmpdir(), 'hl-oversized-'))
-  writeFileSync(
-    join(scratch, 'config.json'),
-    JSON.stringify({
-      sources: [
-        {
-          id: 'acme',
-          verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
-          handler: { type: 'forward', url: 'http://127.0.0.1:9/unused' },
-          bodyLimitBytes: 4096,
-        },
-      ],
-      server: { operationsBodyLimitBytes: 64 * 1024 },
-    }),
-  )
-  running = await startChild(['bin/hookledger.js', 'serve'], {
-    DATABASE_URL: database.url,
-    // Empty counts as unset: the in-process queue, whatever the runner's environment carries.
-    REDIS_URL: '',
-    HOOKLEDGER_CONFIG: join(scratch, 'config.json'),
-    AGENT_TOKEN,
-    LOG_LEVEL: 'warn',
-  })
-})
-afterAll(async () => {
-  await running?.kill()
-  await database?.drop()
-  rmSync(scratch, { recursive: true, force: true })
+  running = await harness.startChild()
 })
 
 const claimBody = () =>
@@ -115,7 +101,7 @@ describe('a 10 MB body over the limit', () => {
         { path: '/webhooks/acme', ...webhookBody() },
       ]
       for (const [index, { path, body, headers }] of cases.entries()) {
-        const file = join(scratch, `body-${index}.json`)
+        const file = join(harness.directory, `body-${index}.json`)
         writeFileSync(file, body)
         const { stdout } = await run('/usr/bin/curl', [
           '--silent',

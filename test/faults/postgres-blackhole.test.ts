@@ -1,14 +1,6 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { type Child, startChild } from '../support/child.js'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { testRedisUrl } from '../support/env.js'
-import { FAST_RELAY } from '../support/service.js'
-import { signedHeaders, TEST_SECRET } from '../support/signing.js'
-import { startSink } from '../support/sink.js'
-import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js'
+import { describe, expect, it } from 'vitest'
+import { signedHeaders } from '../support/signing.js'
+import { serviceBehindProxy } from './ledger-outage.js'
 
 // The real service in a child process, its ledger behind a proxy that blackholes the path while
 // deliveries arrive: every socket stays open and nothing gets through, so no error ever comes from
@@ -26,50 +18,7 @@ const ANSWER_WITHIN_MS = 15_000
 /** How long after the path is back every delivery that got a 200 must have been forwarded. */
 const FORWARDED_WITHIN_MS = 60_000
 
-let database: TestDatabase
-let proxy: TcpProxy
-let sink: Awaited<ReturnType<typeof startSink>>
-let directory: string
-let child: Child | undefined
-
-beforeAll(async () => {
-  database = await createTestDatabase()
-  proxy = await startTcpProxy()
-  sink = await startSink(() => ({ status: 200, body: 'ok' }))
-  directory = mkdtempSync(join(tmpdir(), 'hookledger-pg-blackhole-'))
-  writeFileSync(
-    join(directory, 'config.json'),
-    JSON.stringify({
-      sources: [
-        {
-          id: 'acme',
-          verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
-          handler: { type: 'forward', url: sink.url, timeoutMs: 1000 },
-        },
-      ],
-      // As the reset test: attempts to spare, since an attempt the blackhole cuts short counts as one.
-      // The statement timeouts are the defaults: they are what this test is about.
-      worker: {
-        concurrency: 4,
-        maxAttempts: 20,
-        backoffBaseMs: 100,
-        backoffMaxMs: 1000,
-        handlerTimeoutMs: 3000,
-        leaseMs: 4000,
-        stalledIntervalMs: 1000,
-      },
-      outbound: { leaseMs: 1500, backoffMaxMs: 1000 },
-      relay: FAST_RELAY,
-    }),
-  )
-})
-afterAll(async () => {
-  await child?.kill()
-  await proxy.close()
-  await sink.close()
-  await database.drop()
-  rmSync(directory, { recursive: true, force: true })
-})
+const outage = serviceBehindProxy('hookledger-pg-blackhole-')
 
 const sleep = (ms: number) => new Promise((wake) => setTimeout(wake, ms))
 
@@ -81,13 +30,7 @@ interface Answer {
 
 describe('PostgreSQL path blackholed under load', () => {
   it('answers 503 within 15 s during the blackhole, and forwards every accepted event within 60 s after', async () => {
-    child = await startChild(['bin/hookledger.js', 'serve', '--role', 'all'], {
-      DATABASE_URL: proxy.urlFor(database.url),
-      REDIS_URL: testRedisUrl(),
-      HOOKLEDGER_CONFIG: join(directory, 'config.json'),
-      LOG_LEVEL: 'warn',
-    })
-    const running = child
+    const running = await outage.start('all')
     const accepted: string[] = []
     const answers: Answer[] = []
     let sent = 0
@@ -133,10 +76,10 @@ describe('PostgreSQL path blackholed under load', () => {
       await acceptedSince(0, 30, 20_000)
       await sleep(100) // forwards and DONE marks in flight, not only claims
       blackholedAt = Date.now()
-      expect(proxy.blackhole()).toBeGreaterThan(0)
+      expect(outage.proxy.blackhole()).toBeGreaterThan(0)
       await sleep(BLACKHOLE_MS)
       forwardedAt = Date.now()
-      proxy.forward()
+      outage.proxy.forward()
       // New traffic is accepted again with no restart.
       await acceptedSince(accepted.length, 20, 30_000)
     } finally {
@@ -163,7 +106,7 @@ describe('PostgreSQL path blackholed under load', () => {
 
     // Every delivery that got a 200 reaches the destination within the bound, with no restart.
     const forwarded = () =>
-      new Set(sink.received.map((r) => (JSON.parse(r.body) as { eventId: string }).eventId))
+      new Set(outage.sink.received.map((r) => (JSON.parse(r.body) as { eventId: string }).eventId))
     await expect
       .poll(() => accepted.filter((eventId) => !forwarded().has(eventId)), {
         timeout: Math.max(1000, forwardedAt + FORWARDED_WITHIN_MS - Date.now()),
@@ -171,7 +114,7 @@ describe('PostgreSQL path blackholed under load', () => {
       })
       .toEqual([])
       .catch(async (error: Error) => {
-        const rows = await database.sql`
+        const rows = await outage.harness.database.sql`
           select e.event_id, e.status::text, e.attempts, e.enqueued_at, e.lease_until, e.last_error
           from inbound_events e where e.status <> 'done'`
         throw new Error(
@@ -188,6 +131,5 @@ describe('PostgreSQL path blackholed under load', () => {
     expect(running.process.signalCode).toBeNull()
     expect((await fetch(`${running.url}/readyz`)).status).toBe(200)
     await running.kill('SIGTERM')
-    child = undefined
   }, 180_000)
 })

@@ -1,61 +1,44 @@
-import { writeFileSync } from 'node:fs'
-import { join } from 'node:path'
 import { eq } from 'drizzle-orm'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { operationAudit, operations } from '../../src/db/outbound-schema.js'
 import { inboundEvents } from '../../src/db/schema.js'
-import { startChild } from '../support/child.js'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { testRedisUrl } from '../support/env.js'
+import type { FailpointName } from '../../src/failpoints.js'
 import { type MockService, startMockService } from '../support/mock-service.js'
-import { FAST_RELAY } from '../support/service.js'
+import { FAST_RELAY, serviceHarness } from '../support/service.js'
 import { signedHeaders, TEST_SECRET } from '../support/signing.js'
-import { temporaryDirectory } from '../support/temp.js'
 
-const ENTRY = ['test/support/outbound-crash-server.mjs']
-let database: TestDatabase
-const configPath = join(temporaryDirectory('hookledger-outbound-crash-'), 'config.json')
-
-beforeAll(async () => {
-  database = await createTestDatabase()
-  writeFileSync(
-    configPath,
-    JSON.stringify({
-      sources: [{ id: 'acme', verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] } }],
-      // Many short inbound retries: the event keeps coming back while the outbound lease runs out.
-      worker: {
-        concurrency: 2,
-        maxAttempts: 30,
-        backoffBaseMs: 100,
-        backoffMaxMs: 800,
-        handlerTimeoutMs: 2000,
-        leaseMs: 3000,
-        stalledIntervalMs: 1000,
-      },
-      relay: FAST_RELAY,
-      outbound: {
-        leaseMs: 1500,
-        backoffBaseMs: 50,
-        backoffMaxMs: 200,
-        reconcileDelayMs: 300,
-        sweepIntervalMs: 300,
-      },
-    }),
-  )
-})
-afterAll(async () => {
-  await database.drop()
+const harness = serviceHarness({
+  folder: 'hookledger-outbound-crash-',
+  config: {
+    sources: [{ id: 'acme', verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] } }],
+    // Many short inbound retries: the event keeps coming back while the outbound lease runs out.
+    worker: {
+      concurrency: 2,
+      maxAttempts: 30,
+      backoffBaseMs: 100,
+      backoffMaxMs: 800,
+      handlerTimeoutMs: 2000,
+      leaseMs: 3000,
+      stalledIntervalMs: 1000,
+    },
+    relay: FAST_RELAY,
+    outbound: {
+      leaseMs: 1500,
+      backoffBaseMs: 50,
+      backoffMaxMs: 200,
+      reconcileDelayMs: 300,
+      sweepIntervalMs: 300,
+    },
+  },
 })
 
-function childEnv(service: MockService, effect: string, failpoint?: string): Record<string, string> {
-  return {
-    DATABASE_URL: database.url,
-    REDIS_URL: testRedisUrl(),
-    HOOKLEDGER_CONFIG: configPath,
-    TEST_PAYMENTS_URL: service.url,
-    TEST_CHARGE_EFFECT: effect,
-    ...(failpoint === undefined ? {} : { HOOKLEDGER_FAILPOINT: failpoint }),
-  }
+/** The crash server whose handler charges through `service` with the tool effect `effect`. */
+function start(service: MockService, effect: string, failpoint?: FailpointName) {
+  return harness.startChild({
+    entry: ['test/support/outbound-crash-server.mjs'],
+    env: { TEST_PAYMENTS_URL: service.url, TEST_CHARGE_EFFECT: effect },
+    failpoint,
+  })
 }
 
 async function deliver(url: string, id: string) {
@@ -69,19 +52,19 @@ async function deliver(url: string, id: string) {
 }
 
 async function operation(key: string) {
-  const [row] = await database.db.select().from(operations).where(eq(operations.operationKey, key))
+  const [row] = await harness.database.db.select().from(operations).where(eq(operations.operationKey, key))
   return row
 }
 
 /** Kills the worker after the charge landed and before the ledger recorded it, then restarts it. */
 async function crashAfterCharge(service: MockService, effect: string, eventId: string) {
-  const doomed = await startChild(ENTRY, childEnv(service, effect, 'outbound.after_execute'))
+  const doomed = await start(service, effect, 'outbound.after_execute')
   await deliver(doomed.url, eventId)
   expect(await doomed.exited).toBe('SIGKILL')
   const key = `acme:${eventId}:charge`
   expect(service.charges.filter((c) => c.reference === key)).toHaveLength(1)
   expect((await operation(key))?.status).toBe('in_progress')
-  const survivor = await startChild(ENTRY, childEnv(service, effect))
+  const survivor = await start(service, effect)
   try {
     await expect
       .poll(async () => (await operation(key))?.status, { timeout: 40_000, interval: 200 })
@@ -89,8 +72,9 @@ async function crashAfterCharge(service: MockService, effect: string, eventId: s
     await expect
       .poll(
         async () =>
-          (await database.db.select().from(inboundEvents).where(eq(inboundEvents.eventId, eventId)))[0]
-            ?.status,
+          (
+            await harness.database.db.select().from(inboundEvents).where(eq(inboundEvents.eventId, eventId))
+          )[0]?.status,
         { timeout: 20_000, interval: 200 },
       )
       .toBe('done')
@@ -126,7 +110,7 @@ describe('SIGKILL after the charge landed, before the outcome was recorded', () 
         const op = await operation(key)
         expect(op?.evidence).toMatchObject({ matches: 1 })
         expect(op?.downstreamId).toBe(service.charges.find((c) => c.reference === key)?.id)
-        const events = await database.db
+        const events = await harness.database.db
           .select({ event: operationAudit.event, actor: operationAudit.actor })
           .from(operationAudit)
           .where(eq(operationAudit.operationKey, key))

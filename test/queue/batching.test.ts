@@ -1,16 +1,15 @@
 import { Writable } from 'node:stream'
 import { sql } from 'drizzle-orm'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { readEnvironment } from '../../src/config/env.js'
 import { claimEvents } from '../../src/db/claims.js'
 import type { EventHandler } from '../../src/handlers/types.js'
 import { createLogger } from '../../src/logger.js'
 import { INBOUND_QUEUE, type ProcessEventData } from '../../src/queue/jobs.js'
 import { startService } from '../../src/service/service.js'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { testRedisUrl } from '../support/env.js'
 import { gate } from '../support/gate.js'
-import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from '../support/service.js'
+import { FAST_RELAY, FAST_WORKER, serviceHarness } from '../support/service.js'
 import { signedHeaders } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 import { testConfig } from '../support/stack.js'
@@ -19,19 +18,8 @@ import { testConfig } from '../support/stack.js'
 // millisecond (src/db/batcher.ts), and a job carries the rows claimed together. These tests pin what
 // that must never change: one event's failure, slowness or bad answer stays its own.
 
-let database: TestDatabase
-let running: TestService | undefined
-
-beforeAll(async () => {
-  database = await createTestDatabase()
-  await database.sql`create table handler_effects (event_id text not null)`
-})
-afterEach(async () => {
-  await running?.close()
-  running = undefined
-})
-afterAll(async () => {
-  await database.drop()
+const harness = serviceHarness({
+  setup: (database) => database.sql`create table handler_effects (event_id text not null)`,
 })
 
 const worker = { ...FAST_WORKER, concurrency: 16 }
@@ -49,7 +37,7 @@ async function deliver(url: string, id: string) {
 }
 
 async function statuses(prefix: string) {
-  return database.sql<{ event_id: string; status: string; outcomes: string[] }[]>`
+  return harness.database.sql<{ event_id: string; status: string; outcomes: string[] }[]>`
     select e.event_id, e.status::text,
            coalesce(array_agg(a.outcome order by a.attempt) filter (where a.id is not null), '{}') as outcomes
     from inbound_events e left join event_attempts a on a.event_row_id = e.id
@@ -80,7 +68,7 @@ async function expectEachDoneOnce(prefix: string, events: string[], failing: str
   for (const row of await statuses(prefix)) {
     expect(row.outcomes).toEqual(row.event_id === failing ? ['error', 'done'] : ['done'])
   }
-  const effects = await database.sql<{ event_id: string; n: number }[]>`
+  const effects = await harness.database.sql<{ event_id: string; n: number }[]>`
     select event_id, count(*)::int as n from handler_effects where event_id like ${`${prefix}%`} group by event_id`
   expect(effects).toHaveLength(events.length)
   expect(effects.every((row) => row.n === 1)).toBe(true)
@@ -109,7 +97,7 @@ function holdFirstHandler() {
 /** Commits the events' rows without adding their jobs, as after a lost enqueue: the relay hands them on. */
 async function claimWithoutJobs(events: string[]) {
   await claimEvents(
-    database.sql,
+    harness.database.sql,
     events.map((eventId) => ({
       source: 'acme',
       eventId,
@@ -128,8 +116,7 @@ async function claimWithoutJobs(events: string[]) {
  */
 async function startOneAtATime(events: string[], handler: EventHandler | { forwardTo: string }) {
   await claimWithoutJobs(events)
-  running = await startTestService({
-    database,
+  await harness.start({
     config: testConfig(
       {
         worker: { ...FAST_WORKER, concurrency: 1 },
@@ -162,7 +149,7 @@ describe('batched processing', () => {
     const events = ids('evt_batch_code_', 24)
     const failing = events[7]
     const handler = writesThenFailsFirstTry(failing)
-    running = await startTestService({ database, config: config(undefined), handlers: { acme: handler } })
+    const running = await harness.start({ config: config(undefined), handlers: { acme: handler } })
     const url = running.url
     await Promise.all(events.map((id) => deliver(url, id)))
     await expectEachDoneOnce('evt_batch_code_', events, failing)
@@ -174,8 +161,7 @@ describe('batched processing', () => {
     const handler = writesThenFailsFirstTry(failing)
     // Committed without a job, as after a lost enqueue: the relay's one pass hands them on together.
     await claimWithoutJobs(events)
-    running = await startTestService({
-      database,
+    const running = await harness.start({
       config: testConfig(
         { worker, relay: { intervalMs: 200, graceMs: 0, orphanAfterMs: 3_600_000 } },
         { handler: undefined },
@@ -188,12 +174,12 @@ describe('batched processing', () => {
     const queue = running.service.queue
     if (queue.kind !== 'bullmq') throw new Error('this test needs the BullMQ queue')
     const inbound = queue.queues.find((candidate) => candidate.name === INBOUND_QUEUE)
-    const [failingRow] = await database.sql<{ id: string }[]>`
+    const [failingRow] = await harness.database.sql<{ id: string }[]>`
       select id from inbound_events where event_id = ${failing ?? ''}`
     // The other tests of this file share the database, so its deployment's queue: only these rows' jobs.
     const rows = new Set(
       (
-        await database.sql<
+        await harness.database.sql<
           { id: string }[]
         >`select id from inbound_events where event_id like 'evt_batch_job_%'`
       ).map((row) => row.id),
@@ -219,7 +205,7 @@ describe('batched processing', () => {
       return { status: 200, body: 'ok' }
     })
     try {
-      running = await startTestService({ database, config: config({ type: 'forward', url: sink.url }) })
+      const running = await harness.start({ config: config({ type: 'forward', url: sink.url }) })
       const url = running.url
       await Promise.all(events.map((id) => deliver(url, id)))
       await expect
@@ -246,7 +232,7 @@ describe('batched processing', () => {
     // The slow event's answer waits for the test; everything else is answered at once.
     const slowSink = await startHoldingSink(slow ?? '', () => held, sink.url)
     try {
-      running = await startTestService({ database, config: config({ type: 'forward', url: slowSink.url }) })
+      const running = await harness.start({ config: config({ type: 'forward', url: slowSink.url }) })
       const url = running.url
       await Promise.all(events.map((id) => deliver(url, id)))
       await expect
@@ -307,7 +293,7 @@ describe('batched processing', () => {
         // is taken over: on a busy host it can arrive after the three leases committed.
         await expect.poll(() => destination.eventIds().length, { timeout: 10_000 }).toBe(1)
         // What another worker's takeover leaves: the row still PROCESSING under a lease token not ours.
-        const [row] = await database.sql<{ event_id: string }[]>`
+        const [row] = await harness.database.sql<{ event_id: string }[]>`
           update inbound_events set lease_token = gen_random_uuid()
           where id = (select id from inbound_events
                       where event_id like 'evt_batch_taken_%' and status = 'processing'
@@ -345,7 +331,7 @@ describe('batched processing', () => {
     // How far each operation's lease reaches past its claim, as its request arrives.
     const reach = new Map<string, number>()
     const destination = await holdFirstRequest(async (eventId) => {
-      const [operation] = await database.sql<{ ms: number }[]>`
+      const [operation] = await harness.database.sql<{ ms: number }[]>`
         select (extract(epoch from lease_until - created_at) * 1000)::float8 as ms from operations
         where operation_key = ${`acme:${eventId}:forward`}`
       reach.set(eventId, Number(operation?.ms))
@@ -376,7 +362,7 @@ describe('batched processing', () => {
     // and the forwards themselves write no attempt row.
     let lockHolder: Promise<unknown> | undefined
     await new Promise<void>((locked) => {
-      lockHolder = database.sql.begin(async (tx) => {
+      lockHolder = harness.database.sql.begin(async (tx) => {
         await tx`lock table event_attempts in share mode`
         locked()
         await unlocked
@@ -414,12 +400,12 @@ describe('batched processing', () => {
       sink.url,
     )
     try {
-      running = await startTestService({ database, config: config({ type: 'forward', url: slowSink.url }) })
+      const running = await harness.start({ config: config({ type: 'forward', url: slowSink.url }) })
       await deliver(running.url, 'evt_batch_clock')
       await expect
         .poll(async () => (await statuses('evt_batch_clock'))[0]?.status, { timeout: 15_000 })
         .toBe('done')
-      const [attempt] = await database.sql<{ seconds: number }[]>`
+      const [attempt] = await harness.database.sql<{ seconds: number }[]>`
         select extract(epoch from a.finished_at - a.started_at)::float8 as seconds
         from event_attempts a join inbound_events e on e.id = a.event_row_id where e.event_id = 'evt_batch_clock'`
       expect(attempt?.seconds).toBeGreaterThanOrEqual(1.1)
@@ -437,13 +423,13 @@ describe('batched processing', () => {
         : { status: 200, body: 'ok' },
     )
     try {
-      running = await startTestService({ database, config: config({ type: 'forward', url: sink.url }) })
+      const running = await harness.start({ config: config({ type: 'forward', url: sink.url }) })
       const url = running.url
       await Promise.all(events.map((id) => deliver(url, id)))
       await expect
         .poll(async () => (await statuses('evt_batch_nul_')).map((row) => row.outcomes), { timeout: 15_000 })
         .toEqual(events.map(() => ['done']))
-      const [first] = await database.sql<{ response_excerpt: string }[]>`
+      const [first] = await harness.database.sql<{ response_excerpt: string }[]>`
         select a.response_excerpt from event_attempts a join inbound_events e on e.id = a.event_row_id
         where e.event_id = ${events[0] ?? ''}`
       expect(first?.response_excerpt).toBe('before\ufffdafter')
@@ -466,7 +452,7 @@ describe('batched processing', () => {
     const secret = 'card_4242_do_not_log'
     const service = await startService({
       env: readEnvironment({
-        DATABASE_URL: database.url,
+        DATABASE_URL: harness.database.url,
         REDIS_URL: testRedisUrl(),
         PORT: '0',
         HOST: '127.0.0.1',
@@ -487,7 +473,7 @@ describe('batched processing', () => {
       await expect
         .poll(async () => (await statuses('evt_batch_cause'))[0]?.status, { timeout: 15_000 })
         .toBe('failed')
-      const [row] = await database.sql<{ last_error: string }[]>`
+      const [row] = await harness.database.sql<{ last_error: string }[]>`
         select last_error from inbound_events where event_id = 'evt_batch_cause'`
       expect(row?.last_error).toContain('relation "orders_paid" does not exist')
       expect(row?.last_error).not.toContain(secret)

@@ -1,31 +1,19 @@
 import { Queue } from 'bullmq'
 import { eq, sql } from 'drizzle-orm'
 import { Redis } from 'ioredis'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { claimEvents, type NewEvent } from '../../src/db/claims.js'
 import { inboundEvents } from '../../src/db/schema.js'
 import type { EventHandler } from '../../src/handlers/types.js'
 import { INBOUND_QUEUE, PROCESS_EVENT, processEventJobId } from '../../src/queue/jobs.js'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { testRedisUrl } from '../support/env.js'
 import { gate } from '../support/gate.js'
-import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from '../support/service.js'
+import { FAST_RELAY, FAST_WORKER, serviceHarness } from '../support/service.js'
 import { signedHeaders } from '../support/signing.js'
 import { testConfig } from '../support/stack.js'
 
-let database: TestDatabase
-let running: TestService | undefined
-
-beforeAll(async () => {
-  database = await createTestDatabase()
-  await database.sql`create table handler_effects (event_id text not null)`
-})
-afterEach(async () => {
-  await running?.close()
-  running = undefined
-})
-afterAll(async () => {
-  await database.drop()
+const harness = serviceHarness({
+  setup: (database) => database.sql`create table handler_effects (event_id text not null)`,
 })
 
 const config = testConfig({ worker: FAST_WORKER, relay: FAST_RELAY }, { handler: undefined })
@@ -39,24 +27,25 @@ const recordingHandler =
   }
 
 async function claimOne(event: NewEvent) {
-  const [claim] = await claimEvents(database.sql, [event])
+  const [claim] = await claimEvents(harness.database.sql, [event])
   if (claim === undefined) throw new Error('no claim result')
   return claim
 }
 
 async function effects(eventId: string) {
-  return (await database.sql`select count(*)::int as n from handler_effects where event_id = ${eventId}`)[0]
-    ?.n
+  return (
+    await harness.database.sql`select count(*)::int as n from handler_effects where event_id = ${eventId}`
+  )[0]?.n
 }
 
 async function status(id: string) {
-  return (await database.db.select().from(inboundEvents).where(eq(inboundEvents.id, id)))[0]?.status
+  return (await harness.database.db.select().from(inboundEvents).where(eq(inboundEvents.id, id)))[0]?.status
 }
 
 describe('exactly once under duplicates', () => {
   it('200 concurrent deliveries of one event: one row, one handler run, every answer 200', async () => {
     const calls: string[] = []
-    running = await startTestService({ database, config, handlers: { acme: recordingHandler(calls) } })
+    const running = await harness.start({ config, handlers: { acme: recordingHandler(calls) } })
     const body = JSON.stringify({ type: 'order.paid', order: 551 })
     const headers = signedHeaders(body, { id: 'evt_storm' })
     const url = running.url
@@ -72,7 +61,10 @@ describe('exactly once under duplicates', () => {
     for (const { status } of bodies) byKind[status] = (byKind[status] ?? 0) + 1
     expect(byKind).toEqual({ accepted: 1, duplicate: 199 })
     expect(new Set(bodies.map((b) => b.id)).size).toBe(1)
-    const rows = await database.db.select().from(inboundEvents).where(eq(inboundEvents.eventId, 'evt_storm'))
+    const rows = await harness.database.db
+      .select()
+      .from(inboundEvents)
+      .where(eq(inboundEvents.eventId, 'evt_storm'))
     expect(rows).toHaveLength(1)
     await expect.poll(async () => status(rows[0]?.id ?? ''), { timeout: 10_000 }).toBe('done')
     expect(calls).toEqual(['evt_storm'])
@@ -82,8 +74,7 @@ describe('exactly once under duplicates', () => {
   it('a job redelivered while its handler still runs does not run the handler again', async () => {
     const calls: string[] = []
     const hold = gate()
-    running = await startTestService({
-      database,
+    const running = await harness.start({
       config,
       handlers: { acme: recordingHandler(calls, hold.opened) },
     })
@@ -125,7 +116,7 @@ describe('relay', () => {
       body: Buffer.from('{"type":"lost.enqueue"}'),
       headers: {},
     })
-    running = await startTestService({ database, config, handlers: { acme: recordingHandler(calls) } })
+    await harness.start({ config, handlers: { acme: recordingHandler(calls) } })
     await expect.poll(async () => status(claim.id), { timeout: 10_000 }).toBe('done')
     expect(calls).toEqual(['evt_unqueued'])
   })
@@ -141,11 +132,11 @@ describe('relay', () => {
       headers: {},
     })
     // Marked as enqueued long ago, but no such job exists: Redis lost it.
-    await database.db
+    await harness.database.db
       .update(inboundEvents)
       .set({ enqueuedAt: sql`now() - interval '1 hour'`, updatedAt: sql`now() - interval '1 hour'` })
       .where(eq(inboundEvents.id, claim.id))
-    running = await startTestService({ database, config, handlers: { acme: recordingHandler(calls) } })
+    await harness.start({ config, handlers: { acme: recordingHandler(calls) } })
     await expect.poll(async () => status(claim.id), { timeout: 10_000 }).toBe('done')
     expect(calls).toEqual(['evt_job_lost'])
   })
@@ -165,18 +156,12 @@ describe('relay', () => {
       ids.push(claim.id)
     }
     const handler = recordingHandler(calls)
-    const services = await Promise.all(
-      [0, 1, 2].map(() => startTestService({ database, config, handlers: { acme: handler } })),
-    )
-    try {
-      await expect
-        .poll(async () => (await Promise.all(ids.map(status))).every((s) => s === 'done'), {
-          timeout: 15_000,
-        })
-        .toBe(true)
-      expect(calls.sort()).toEqual(ids.map((_, i) => `evt_many_relays_${i}`).sort())
-    } finally {
-      await Promise.all(services.map((s) => s.close()))
-    }
+    await Promise.all([0, 1, 2].map(() => harness.start({ config, handlers: { acme: handler } })))
+    await expect
+      .poll(async () => (await Promise.all(ids.map(status))).every((s) => s === 'done'), {
+        timeout: 15_000,
+      })
+      .toBe(true)
+    expect(calls.sort()).toEqual(ids.map((_, i) => `evt_many_relays_${i}`).sort())
   })
 })

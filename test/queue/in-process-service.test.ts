@@ -1,29 +1,17 @@
 import { eq, inArray, sql } from 'drizzle-orm'
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { operationAudit, operations } from '../../src/db/outbound-schema.js'
 import { inboundEvents } from '../../src/db/schema.js'
 import type { EventHandler } from '../../src/handlers/types.js'
 import { defineTool } from '../../src/outbound/tools.js'
 import { deliverOrder } from '../support/crash-ledger.js'
-import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from '../support/service.js'
+import { FAST_RELAY, FAST_WORKER, serviceHarness, startTestService } from '../support/service.js'
 import { testConfig } from '../support/stack.js'
 
 // The whole service with REDIS_URL unset: the same ledger semantics on the in-process queue.
 
-let database: TestDatabase
-let running: TestService | undefined
-
-beforeAll(async () => {
-  database = await createTestDatabase()
-  await database.sql`create table handler_effects (event_id text not null)`
-})
-afterEach(async () => {
-  await running?.close()
-  running = undefined
-})
-afterAll(async () => {
-  await database.drop()
+const harness = serviceHarness({
+  setup: (database) => database.sql`create table handler_effects (event_id text not null)`,
 })
 
 // Orphan recovery is pushed far out, so whatever finishes the rows here is not that slow path.
@@ -39,8 +27,7 @@ const recordingHandler =
   }
 
 function start(handler: EventHandler, options: { config?: typeof config } = {}) {
-  return startTestService({
-    database,
+  return harness.start({
     config: options.config ?? config,
     handlers: { acme: handler },
     inProcessQueue: true,
@@ -48,20 +35,21 @@ function start(handler: EventHandler, options: { config?: typeof config } = {}) 
 }
 
 async function rowsOf(eventIds: readonly string[]) {
-  return database.db
+  return harness.database.db
     .select()
     .from(inboundEvents)
     .where(inArray(inboundEvents.eventId, [...eventIds]))
 }
 
 async function effects(eventId: string) {
-  return (await database.sql`select count(*)::int as n from handler_effects where event_id = ${eventId}`)[0]
-    ?.n
+  return (
+    await harness.database.sql`select count(*)::int as n from handler_effects where event_id = ${eventId}`
+  )[0]?.n
 }
 
 describe('service without Redis (in-process queue)', () => {
   it('says so in /readyz and still counts its queue', async () => {
-    running = await start(recordingHandler([]))
+    const running = await start(recordingHandler([]))
     expect(running.service.queue).toEqual({ kind: 'in-process' })
     const ready = await fetch(`${running.url}/readyz`)
     expect(ready.status).toBe(200)
@@ -72,7 +60,7 @@ describe('service without Redis (in-process queue)', () => {
 
   it('200 concurrent deliveries of one event: one row, one handler run, 1 accepted and 199 duplicates', async () => {
     const calls: string[] = []
-    running = await start(recordingHandler(calls))
+    const running = await start(recordingHandler(calls))
     const url = running.url
     const responses = await Promise.all(Array.from({ length: 200 }, () => deliverOrder(url, 'evt_storm')))
     expect(responses.map((r) => r.status)).toEqual(Array(200).fill(200))
@@ -88,7 +76,7 @@ describe('service without Redis (in-process queue)', () => {
 
   it('a handler failing twice then succeeding ends DONE after 3 attempts', async () => {
     let calls = 0
-    running = await start(async ({ eventId, tx }) => {
+    const running = await start(async ({ eventId, tx }) => {
       calls += 1
       if (calls <= 2) throw new Error(`downstream refused (call ${calls})`)
       await tx.execute(sql`insert into handler_effects (event_id) values (${eventId})`)
@@ -119,7 +107,7 @@ describe('service without Redis (in-process queue)', () => {
     expect(left.every((row) => row.status === 'pending' && row.enqueuedAt !== null)).toBe(true)
 
     const startedAt = Date.now()
-    running = await start(recordingHandler(calls), { config: slow })
+    await start(recordingHandler(calls), { config: slow })
     await expect
       .poll(async () => (await rowsOf(ids)).every((row) => row.status === 'done'), { timeout: 10_000 })
       .toBe(true)
@@ -150,16 +138,16 @@ describe('service without Redis (in-process queue)', () => {
       },
       { handler: undefined },
     )
-    running = await start(recordingHandler([]), { config: withReconcile })
+    const running = await start(recordingHandler([]), { config: withReconcile })
     const key = 'test:in-process:reconcile'
     const outcome = await running.service.outbound.invoke(tool, { key, args: { amount: 5 } })
     expect(outcome).toMatchObject({ kind: 'needs_reconciliation' })
     const operation = async () =>
-      (await database.db.select().from(operations).where(eq(operations.operationKey, key)))[0]
+      (await harness.database.db.select().from(operations).where(eq(operations.operationKey, key)))[0]
     await expect.poll(async () => (await operation())?.status, { timeout: 10_000 }).toBe('completed')
     expect(await operation()).toMatchObject({ downstreamId: 'ch_1', resultJson: { id: 'ch_1' } })
     expect(executed).toBe(1)
-    const audit = await database.db
+    const audit = await harness.database.db
       .select({ event: operationAudit.event, actor: operationAudit.actor })
       .from(operationAudit)
       .where(eq(operationAudit.operationKey, key))
@@ -168,11 +156,11 @@ describe('service without Redis (in-process queue)', () => {
   })
 
   it('refuses an api-only or worker-only process, naming REDIS_URL and the role', async () => {
-    await expect(startTestService({ database, config, role: 'api', inProcessQueue: true })).rejects.toThrow(
-      /REDIS_URL: is required for --role api/,
-    )
     await expect(
-      startTestService({ database, config, role: 'worker', inProcessQueue: true }),
+      startTestService({ database: harness.database, config, role: 'api', inProcessQueue: true }),
+    ).rejects.toThrow(/REDIS_URL: is required for --role api/)
+    await expect(
+      startTestService({ database: harness.database, config, role: 'worker', inProcessQueue: true }),
     ).rejects.toThrow(/REDIS_URL: is required for --role worker/)
   })
 })

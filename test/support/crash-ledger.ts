@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { eq } from 'drizzle-orm'
 import { inboundEvents } from '../../src/db/schema.js'
-import type { TestDatabase } from './database.js'
+import type { ServiceHarness } from './service.js'
 import { signedHeaders } from './signing.js'
 
 /** A signed `order.paid` delivery of `eventId` to the source `acme`, as the crash and queue tests send it. */
@@ -18,23 +18,23 @@ export function deliverOrder(url: string, eventId: string) {
 /**
  * What a crash test reads back after a kill: the event's row, how many times the handler's write
  * committed (`handler_effects`), and how many times the handler started (the crash server's log in
- * `directory`). Getters, because the database and folder are made in `beforeAll`.
+ * the harness's folder).
  */
-export function crashWitness(database: () => TestDatabase, directory: () => string) {
+export function crashWitness(harness: Pick<ServiceHarness, 'database' | 'directory'>) {
   return {
     async rowFor(eventId: string) {
-      const db = database().db
+      const db = harness.database.db
       return (await db.select().from(inboundEvents).where(eq(inboundEvents.eventId, eventId)))[0]
     },
     async effects(eventId: string) {
-      const rows = await database().sql<Array<{ n: number }>>`
+      const rows = await harness.database.sql<Array<{ n: number }>>`
         select count(*)::int as n from handler_effects where event_id = ${eventId}`
       return rows[0]?.n
     },
     invocations(eventId: string) {
       let log = ''
       try {
-        log = readFileSync(join(directory(), 'invocations.log'), 'utf8')
+        log = readFileSync(join(harness.directory, 'invocations.log'), 'utf8')
       } catch {}
       return log.split('\n').filter((line) => line.startsWith(`${eventId} `)).length
     },

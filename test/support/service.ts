@@ -1,12 +1,18 @@
+import { writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { afterAll, afterEach, beforeAll } from 'vitest'
 import type { Config } from '../../src/config/config.js'
 import { readEnvironment } from '../../src/config/env.js'
+import type { FailpointName } from '../../src/failpoints.js'
 import type { EventHandler } from '../../src/handlers/types.js'
 import { createLogger, type Logger } from '../../src/logger.js'
 import type { Tool } from '../../src/outbound/tools.js'
 import { type Role, type Service, startService } from '../../src/service/service.js'
+import { type Child, startChild } from './child.js'
 import { createTestDatabase, type TestDatabase } from './database.js'
 import { testRedisUrl } from './env.js'
 import { testConfig } from './stack.js'
+import { temporaryDirectory } from './temp.js'
 
 export interface TestService {
   service: Service
@@ -15,23 +21,23 @@ export interface TestService {
   close(): Promise<void>
 }
 
+export interface TestServiceOptions {
+  config?: Config
+  handlers?: Record<string, EventHandler>
+  role?: Role
+  redisUrl?: string
+  /** No REDIS_URL at all: the service runs its in-process queue. */
+  inProcessQueue?: boolean
+  database?: TestDatabase
+  /** More variables for the service's environment (ADMIN_TOKEN, AGENT_TOKEN, …). */
+  env?: Record<string, string>
+  tools?: readonly Tool<never, unknown>[]
+  /** Silent unless given (a captured logger, for tests that assert what is logged). */
+  logger?: Logger
+}
+
 /** The whole service in this process (api, worker and relay) on its own database and queue prefix. */
-export async function startTestService(
-  options: {
-    config?: Config
-    handlers?: Record<string, EventHandler>
-    role?: Role
-    redisUrl?: string
-    /** No REDIS_URL at all: the service runs its in-process queue. */
-    inProcessQueue?: boolean
-    database?: TestDatabase
-    /** More variables for the service's environment (ADMIN_TOKEN, AGENT_TOKEN, …). */
-    env?: Record<string, string>
-    tools?: readonly Tool<never, unknown>[]
-    /** Silent unless given (a captured logger, for tests that assert what is logged). */
-    logger?: Logger
-  } = {},
-): Promise<TestService> {
+export async function startTestService(options: TestServiceOptions = {}): Promise<TestService> {
   const database = options.database ?? (await createTestDatabase())
   const env = readEnvironment({
     DATABASE_URL: database.url,
@@ -72,3 +78,105 @@ export const FAST_WORKER = {
 }
 
 export const FAST_RELAY = { intervalMs: 200, graceMs: 300, orphanAfterMs: 2000 }
+
+export interface ServiceHarness {
+  /** The file's database, made in `beforeAll`. */
+  readonly database: TestDatabase
+  /** The file's temporary folder: config files, and the crash server's `invocations.log`. */
+  readonly directory: string
+  /** `config.json` in the folder: the `config` option, and what `startChild` runs with unless told. */
+  readonly configPath: string
+  /** Writes one more config file into the folder; returns its path. */
+  writeConfig(config: object, name: string): string
+  /** The whole service in this process (`startTestService`) on the file's database. */
+  start(options?: Omit<TestServiceOptions, 'database'>): Promise<TestService>
+  /**
+   * A process (`hookledger serve` unless `entry` says) on the file's database, the test Redis and
+   * `configPath`, once it answers /healthz.
+   */
+  startChild(options?: {
+    entry?: readonly string[]
+    env?: Record<string, string>
+    failpoint?: FailpointName
+    configPath?: string
+  }): Promise<Child>
+}
+
+/**
+ * A test file's service harness: a database of its own, and every service a test starts, in this
+ * process or as a child (the crash and fault tests), closed once that test is over (the file, with
+ * `keepBetweenTests`). Called at a file's top level, after the `beforeAll` that makes what the config
+ * names (a sink, a proxy): hooks run in the order they were registered, and end in reverse.
+ */
+export function serviceHarness(
+  options: {
+    /** Runs on the new database before anything starts (the tables a code handler writes). */
+    setup?: (database: TestDatabase) => Promise<unknown>
+    /** The temporary folder's name prefix. */
+    folder?: string
+    /** Written to `configPath` in `beforeAll`; a function when it names what an earlier hook made. */
+    config?: object | (() => object)
+    /** Variables every child gets: LOG_LEVEL, or REDIS_URL '' for the in-process queue. */
+    env?: Record<string, string>
+    /** One service serves the whole file, started in its `beforeAll`. */
+    keepBetweenTests?: boolean
+  } = {},
+): ServiceHarness {
+  const directory = temporaryDirectory(options.folder ?? 'hookledger-service-')
+  const configPath = join(directory, 'config.json')
+  let database: TestDatabase | undefined
+  const made = () => {
+    if (database === undefined) throw new Error('the database is made in beforeAll')
+    return database
+  }
+  const running: Array<{ close(): Promise<unknown> }> = []
+  const closeAll = async () => {
+    await Promise.all(running.splice(0).map((service) => service.close()))
+  }
+
+  beforeAll(async () => {
+    database = await createTestDatabase()
+    await options.setup?.(database)
+    const { config } = options
+    if (config !== undefined) {
+      writeFileSync(configPath, JSON.stringify(typeof config === 'function' ? config() : config))
+    }
+  })
+  if (options.keepBetweenTests !== true) afterEach(closeAll)
+  afterAll(async () => {
+    await closeAll()
+    await database?.drop()
+  })
+
+  return {
+    get database() {
+      return made()
+    },
+    directory,
+    configPath,
+    writeConfig(config, name) {
+      const path = join(directory, name)
+      writeFileSync(path, JSON.stringify(config))
+      return path
+    },
+    async start(start = {}) {
+      const service = await startTestService({ ...start, database: made() })
+      running.push(service)
+      return service
+    },
+    async startChild(start = {}) {
+      const child = await startChild([...(start.entry ?? ['bin/hookledger.js', 'serve'])], {
+        DATABASE_URL: made().url,
+        REDIS_URL: testRedisUrl(),
+        HOOKLEDGER_CONFIG: start.configPath ?? configPath,
+        // Where test/support/crash-server.mjs logs each handler start (crashWitness reads it).
+        TEST_INVOCATION_LOG: join(directory, 'invocations.log'),
+        ...options.env,
+        ...start.env,
+        ...(start.failpoint === undefined ? {} : { HOOKLEDGER_FAILPOINT: start.failpoint }),
+      })
+      running.push({ close: () => child.kill() })
+      return child
+    },
+  }
+}

@@ -1,0 +1,70 @@
+import { afterAll, beforeAll } from 'vitest'
+import type { Role } from '../../src/service/service.js'
+import { FAST_RELAY, serviceHarness } from '../support/service.js'
+import { TEST_SECRET } from '../support/signing.js'
+import { startSink } from '../support/sink.js'
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js'
+
+/**
+ * The PostgreSQL fault tests' setup: the real service in a child process, forwarding source `acme`
+ * to a sink, its ledger behind a TCP proxy the test resets or blackholes. Called at a file's top level.
+ */
+export function serviceBehindProxy(folder: string) {
+  let proxy: TcpProxy | undefined
+  let sink: Awaited<ReturnType<typeof startSink>> | undefined
+  beforeAll(async () => {
+    proxy = await startTcpProxy()
+    sink = await startSink(() => ({ status: 200, body: 'ok' }))
+  })
+  afterAll(async () => {
+    await proxy?.close()
+    await sink?.close()
+  })
+  const made = <T>(value: T | undefined): T => {
+    if (value === undefined) throw new Error('the proxy and the sink are made in beforeAll')
+    return value
+  }
+  const harness = serviceHarness({
+    folder,
+    config: () => ({
+      sources: [
+        {
+          id: 'acme',
+          verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
+          handler: { type: 'forward', url: made(sink).url, timeoutMs: 1000 },
+        },
+      ],
+      // Attempts to spare: an attempt a fault cuts short counts as one, and a forward cut short keeps
+      // its operation leased (forward timeout + 5 s) while later attempts wait for it. The statement
+      // timeouts are the defaults: they are what the blackhole test is about.
+      worker: {
+        concurrency: 4,
+        maxAttempts: 20,
+        backoffBaseMs: 100,
+        backoffMaxMs: 1000,
+        handlerTimeoutMs: 3000,
+        leaseMs: 4000,
+        stalledIntervalMs: 1000,
+      },
+      outbound: { leaseMs: 1500, backoffMaxMs: 1000 },
+      relay: FAST_RELAY,
+    }),
+    env: { LOG_LEVEL: 'warn' },
+  })
+  return {
+    harness,
+    get proxy() {
+      return made(proxy)
+    },
+    get sink() {
+      return made(sink)
+    },
+    /** `hookledger serve --role <role>`, its DATABASE_URL through the proxy. */
+    start(role: Role) {
+      return harness.startChild({
+        entry: ['bin/hookledger.js', 'serve', '--role', role],
+        env: { DATABASE_URL: made(proxy).urlFor(harness.database.url) },
+      })
+    },
+  }
+}
