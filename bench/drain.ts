@@ -52,6 +52,8 @@ export interface DrainResult {
   cost: LedgerCost
   /** Counted through a proxy in a separate, smaller run (the proxy costs CPU of its own). */
   statementsPerEvent?: number | undefined
+  /** The same run's statements by their text, per event. */
+  statementsByText?: Map<string, number> | undefined
   /** BullMQ jobs the backlog was queued as, per event. */
   jobsPerEvent: number
   /** Deliveries beyond the first per event: an at-least-once worker may have some after a crash; here none is expected. */
@@ -249,6 +251,7 @@ async function measureWorker(
   const workerUrl = new URL(options.databaseUrl)
   if (counter !== undefined) workerUrl.port = String(counter.port)
   const statementsBefore = counter?.statements() ?? 0
+  const textsBefore = counter?.byText() ?? new Map<string, number>()
   const meter = await startLedgerCost(options.databaseUrl)
   const { child, ...timed } = await timeDrain(options, events, () => worker.start(workerUrl.toString()))
   await worker.settled()
@@ -263,6 +266,15 @@ async function measureWorker(
     jobsPerEvent: worker.jobs / events,
     statementsPerEvent:
       counter === undefined ? undefined : (counter.statements() - statementsBefore) / events,
+    statementsByText:
+      counter === undefined
+        ? undefined
+        : new Map(
+            [...counter.byText()].map(([text, count]) => [
+              text,
+              (count - (textsBefore.get(text) ?? 0)) / events,
+            ]),
+          ),
   }
 }
 
@@ -371,7 +383,9 @@ export async function runDrain(
   const hookledgerCounted = await hookledgerDrain(options, destination, counted, 'counted', true)
   for (const pair of rounds) {
     pair.baseline.statementsPerEvent = baselineCounted.statementsPerEvent
+    pair.baseline.statementsByText = baselineCounted.statementsByText
     pair.hookledger.statementsPerEvent = hookledgerCounted.statementsPerEvent
+    pair.hookledger.statementsByText = hookledgerCounted.statementsByText
   }
   return { middle, rounds }
 }

@@ -22,6 +22,11 @@ export interface LedgerCost {
   walBytes: number | undefined
   /** Of which full-page images: the first change of a page after a checkpoint, so they depend on its timing. */
   fullPageBytes: number | undefined
+  /**
+   * The WAL by what its records changed (the first block a record names): a table's heap, its
+   * indexes, its TOAST; and the commit records. Empty when the WAL could not be read.
+   */
+  walByRelation: Map<string, number>
   tables: Map<string, TableCost>
 }
 
@@ -43,6 +48,10 @@ interface TableCounters {
 export async function startLedgerCost(databaseUrl: string): Promise<LedgerCostMeter> {
   const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} })
   await sql`create extension if not exists pg_walinspect`
+  // A temporary replication slot of this session keeps the span's WAL until it is read: checkpoints
+  // (frequent when other work shares the server) would otherwise remove the segments first.
+  await sql`
+    select pg_create_physical_replication_slot('hl_bench_' || pg_backend_pid(), true, true)`
   const before = await counters(sql)
   const [start] = await sql<{ lsn: string }[]>`select pg_current_wal_insert_lsn()::text as lsn`
   return {
@@ -92,23 +101,43 @@ async function databaseWal(
   sql: postgres.Sql,
   start: string,
   end: string,
-): Promise<{ walBytes: number | undefined; fullPageBytes: number | undefined }> {
+): Promise<Pick<LedgerCost, 'walBytes' | 'fullPageBytes' | 'walByRelation'>> {
   try {
     // A record is this database's when a block it changes is (`rel <tablespace>/<database>/<file>`);
-    // a commit record names no block, so it counts when its transaction wrote one of those.
-    const [row] = await sql<{ bytes: string; fpi: string }[]>`
+    // a commit record names no block, so it counts when its transaction wrote one of those. Each
+    // record is put to the relation of the first block it names: a heap, an index (its table's
+    // indexes), or a TOAST table (its owner's).
+    const rows = await sql<{ relation: string; bytes: string; fpi: string }[]>`
       with record as materialized (
         select xid::text::bigint as xid, record_length, fpi_length, resource_manager,
-               block_ref ~ (' rel \\d+/' || (select oid from pg_database where datname = current_database()) || '/') as mine
+               substring(block_ref from ' rel \\d+/' || (select oid from pg_database where datname = current_database())
+                 || '/(\\d+) ')::oid as file
         from pg_get_wal_records_info(${start}::pg_lsn, ${end}::pg_lsn)),
-      transaction as (select distinct xid from record where mine and xid <> 0)
-      select coalesce(sum(record_length), 0)::text as bytes, coalesce(sum(fpi_length), 0)::text as fpi
-      from record
-      where mine or (resource_manager = 'Transaction' and xid in (select xid from transaction))`
-    return { walBytes: Number(row?.bytes ?? 0), fullPageBytes: Number(row?.fpi ?? 0) }
-  } catch {
-    // The span's WAL was recycled already (a checkpoint in between), or the extension is missing.
-    return { walBytes: undefined, fullPageBytes: undefined }
+      transaction as (select distinct xid from record where file is not null and xid <> 0),
+      relation as (
+        select pg_relation_filenode(c.oid) as file,
+               case
+                 when c.relkind = 'i' then (select t.relname from pg_index i join pg_class t on t.oid = i.indrelid
+                                            where i.indexrelid = c.oid) || ' indexes'
+                 when c.relkind = 't' then coalesce((select o.relname from pg_class o where o.reltoastrelid = c.oid),
+                                                    c.relname) || ' TOAST'
+                 else c.relname
+               end as name
+        from pg_class c where pg_relation_filenode(c.oid) is not null)
+      select coalesce(r.name, case when record.file is null then 'commit records' else 'other' end) as relation,
+             sum(record_length)::text as bytes, sum(fpi_length)::text as fpi
+      from record left join relation r on r.file = record.file
+      where record.file is not null or (resource_manager = 'Transaction' and xid in (select xid from transaction))
+      group by 1`
+    const walByRelation = new Map(rows.map((row) => [row.relation, Number(row.bytes)]))
+    const sum = (field: 'bytes' | 'fpi') => rows.reduce((total, row) => total + Number(row[field]), 0)
+    return { walBytes: sum('bytes'), fullPageBytes: sum('fpi'), walByRelation }
+  } catch (error) {
+    // The extension is missing, or the server would not keep the WAL.
+    process.stderr.write(
+      `the WAL of ${start}..${end} was not read: ${error instanceof Error ? error.message : error}\n`,
+    )
+    return { walBytes: undefined, fullPageBytes: undefined, walByRelation: new Map() }
   }
 }
 
@@ -179,6 +208,16 @@ export function costTable(
     ...rows.flatMap(({ label, cost, events }) => [
       `${label}, per event:`,
       ...tableLines(cost, events).map((line) => `- ${line}`),
+      `- WAL bytes by relation: ${walLine(cost, events)}`,
     ]),
   ]
+}
+
+/** The WAL by relation per event, the largest first. */
+function walLine(cost: LedgerCost, events: number): string {
+  if (cost.walByRelation.size === 0) return '–'
+  return [...cost.walByRelation]
+    .sort((a, b) => b[1] - a[1])
+    .map(([relation, bytes]) => `${relation} ${(bytes / Math.max(events, 1)).toFixed(0)}`)
+    .join(', ')
 }

@@ -239,24 +239,42 @@ function drainTable(results: { middle: DrainPair; rounds: DrainPair[] }) {
   const { middle, rounds } = results
   const row = (r: DrainResult) =>
     `| ${r.label} | ${r.perSecond.toFixed(0)} | ${(r.drainMs / 1000).toFixed(2)} | ${(r.startupMs / 1000).toFixed(2)} | ${r.cpuMsPerEvent.toFixed(2)} | ${r.postgresCpuMsPerEvent.toFixed(2)} | ${r.redisCpuMsPerEvent.toFixed(2)} | ${r.machineBusyPercent.toFixed(0)} | ${r.statementsPerEvent?.toFixed(1) ?? '–'} | ${r.jobsPerEvent.toFixed(2)} | ${r.repeats} |`
+  const cpu = (r: DrainResult) => `${r.cpuMsPerEvent.toFixed(2)}+${r.postgresCpuMsPerEvent.toFixed(2)}`
   return [
     `| worker (the median pair) | events/s, first delivery to last | s, first to last | start-up s, spawn to first delivery | worker CPU ms/event | PostgreSQL CPU ms/event (its backends) | Redis CPU ms/event (whole server) | machine busy % | SQL statements/event | queue jobs/event | repeats |`,
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     row(middle.baseline),
     row(middle.hookledger),
     '',
-    `drain ratio hookledger/baseline (events/s), median of ${rounds.length} pairs: ${drainRatio(middle).toFixed(2)}` +
-      ` (pairs in order, hookledger/baseline events/s: ${rounds
-        .map(
-          (pair, i) =>
-            `${pair.hookledger.perSecond.toFixed(0)}/${pair.baseline.perSecond.toFixed(0)} = ${drainRatio(pair).toFixed(2)}${i % 2 === 0 ? ' baseline first' : ' hookledger first'}`,
-        )
-        .join('; ')})`,
+    `drain ratio hookledger/baseline (events/s), median of ${rounds.length} pairs: ${drainRatio(middle).toFixed(2)}`,
+    '',
+    '| pair | first | hookledger events/s | baseline events/s | ratio | hookledger CPU ms/event, worker+PostgreSQL | baseline CPU ms/event, worker+PostgreSQL |',
+    '|---:|---|---:|---:|---:|---:|---:|',
+    ...rounds.map(
+      (pair, i) =>
+        `| ${i + 1} | ${i % 2 === 0 ? 'baseline' : 'hookledger'} | ${pair.hookledger.perSecond.toFixed(0)} | ${pair.baseline.perSecond.toFixed(0)} | ${drainRatio(pair).toFixed(2)} | ${cpu(pair.hookledger)} | ${cpu(pair.baseline)} |`,
+    ),
     '',
     ...costTable('worker (the median pair), per event delivered', [
       { label: middle.baseline.label, cost: middle.baseline.cost, events: middle.baseline.events },
       { label: middle.hookledger.label, cost: middle.hookledger.cost, events: middle.hookledger.events },
     ]),
+    '',
+    ...[middle.baseline, middle.hookledger].flatMap((r) => statementLines(r)),
+  ]
+}
+
+/** The statements a worker ran per event (the proxy's smaller run), the most frequent first. */
+function statementLines(r: DrainResult): string[] {
+  if (r.statementsByText === undefined) return []
+  const shown = (text: string) => (text.length > 160 ? `${text.slice(0, 157)}...` : text)
+  return [
+    `${r.label}, SQL statements per event by text:`,
+    ...[...r.statementsByText]
+      .filter(([, perEvent]) => perEvent >= 0.001)
+      .sort((a, b) => b[1] - a[1])
+      .map(([text, perEvent]) => `- ${perEvent.toFixed(3)}  \`${shown(text)}\``),
+    '',
   ]
 }
 
