@@ -1,8 +1,10 @@
 // `npx tsx bench/cpu-profile-summary.ts <file.cpuprofile>... [--from=FUNCTION] [--skip-ms=N]
 //   [--events=N] [--top=N] [--by=samples]`: where a process's CPU went, from V8 CPU profiles
 // (`node --cpu-prof`, or BENCH_CPU_PROF=<folder> with `npm run bench`), summed over the files given.
-// Self time grouped by module (an npm package, a file of this project, a part of Node), inclusive
-// time by module (any frame of it on the stack), and the functions with the most self time.
+// Self time grouped by module (an npm package, a file of this project, a part of Node), by owner
+// (the innermost package or project file on the stack: Node's and V8's work charged to whoever asked
+// for it, socket writes to the driver that wrote), inclusive time by module (any frame of it on the
+// stack), and the functions with the most self time.
 // --from=sendHttp leaves out each profile's samples before the first one with that function on the
 // stack (the process's start-up, up to its first forward); --skip-ms the first N ms of each;
 // --events (the events of all the files together) turns the busy time into µs per event;
@@ -55,6 +57,7 @@ function moduleOf(frame: ProfileNode['callFrame']): string {
 }
 
 const selfByModule = new Map<string, number>()
+const selfByOwner = new Map<string, number>()
 const inclusiveByModule = new Map<string, number>()
 const selfByFunction = new Map<string, number>()
 const add = (map: Map<string, number>, key: string, us: number) => map.set(key, (map.get(key) ?? 0) + us)
@@ -97,8 +100,10 @@ for (const file of files) {
     const module = moduleOf(node.callFrame)
     add(selfByModule, module, us)
     add(selfByFunction, `${name || '(anonymous)'}  [${module}:${node.callFrame.lineNumber + 1}]`, us)
-    for (const m of new Set(stackOf(node).map((frame) => moduleOf(frame.callFrame))))
-      add(inclusiveByModule, m, us)
+    const modules = stackOf(node).map((frame) => moduleOf(frame.callFrame))
+    for (const m of new Set(modules)) add(inclusiveByModule, m, us)
+    // GC and the (program) bucket have no stack to charge.
+    add(selfByOwner, modules.find((m) => !m.startsWith('node:') && !m.startsWith('(')) ?? module, us)
   }
 }
 
@@ -111,6 +116,11 @@ const lines = [
   '',
   'self time by module:',
   ...sorted(selfByModule).map(
+    ([m, us]) => `  ${percent(us).padStart(7)}  ${ms(us).padStart(6)} ms  ${m}${perEvent(us)}`,
+  ),
+  '',
+  'self time by owner (the innermost package or project file on the stack):',
+  ...sorted(selfByOwner).map(
     ([m, us]) => `  ${percent(us).padStart(7)}  ${ms(us).padStart(6)} ms  ${m}${perEvent(us)}`,
   ),
   '',
