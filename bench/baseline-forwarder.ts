@@ -25,11 +25,15 @@ export async function createBaselineTable(sql: postgres.Sql): Promise<void> {
       processed_at timestamptz)`
 }
 
-/** The job that names a row: its id is derived from the row, so adding it twice adds it once. */
+/**
+ * The job that names a row: its id is derived from the row, so adding it twice adds it once. A
+ * failed forward (a timeout on a loaded machine, a reset) is tried again, as an at-least-once worker
+ * must; with BullMQ's default of one attempt the event was lost and the drain waited in vain.
+ */
 export const baselineJob = (rowId: string) => ({
   name: 'forward',
   data: { id: rowId },
-  opts: { jobId: `b-${rowId}` },
+  opts: { jobId: `b-${rowId}`, attempts: 5, backoff: { type: 'exponential', delay: 200 } },
 })
 
 export interface BaselineForwarderOptions {
@@ -95,6 +99,8 @@ export function startBaselineForwarder(options: BaselineForwarderOptions): { clo
       concurrency: options.concurrency,
     },
   )
+  // A forward that failed shows in the process's output, which the bench prints when a drain stalls.
+  worker.on('failed', (job, error) => process.stderr.write(`job ${job?.id} failed: ${error.message}\n`))
   return {
     async close() {
       await worker.close()

@@ -75,7 +75,10 @@ async function timeDrain(
   const readyRedisCpu = cpuMsOf('redis-server')
   const readyTicks = machineTicks()
   const deliveredAtReady = destination.delivered()
-  const { firstAt, lastAt } = await destination.waitFor(events, 300_000)
+  const { firstAt, lastAt } = await destination.waitFor(events, 300_000).catch(async (error: Error) => {
+    await child.kill('SIGKILL')
+    throw new Error(`${error.message}; the worker's last output:\n${child.output().slice(-2000)}`)
+  })
   const cpu = cpuMs(child.process.pid) - readyCpu
   const postgresCpu = await backends.stop()
   const redisCpu = cpuMsOf('redis-server') - readyRedisCpu
