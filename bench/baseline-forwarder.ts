@@ -1,29 +1,39 @@
 // The hand-written at-least-once BullMQ worker hookledger is measured against, shared by the drain's
 // baseline (baseline-worker.ts) and the intake's (baseline-receiver.ts). Take the job, select the
-// row, POST it with a keep-alive agent, mark the row done. No lease, no attempt rows, no outbound
-// ledger: a crash between the POST and the update sends the event again, which is exactly the
-// guarantee hookledger adds.
-import { Agent, request } from 'node:http'
+// row, POST it, mark the row done. No lease, no attempt rows, no outbound ledger: a crash between
+// the POST and the update sends the event again, which is exactly the guarantee hookledger adds.
+//
+// On equal terms with hookledger, so that a ratio prices only the ledger: the POST goes through
+// hookledger's own transport (sendHttp over a connectionPool, src/outbound/http-send.ts, as its
+// forward handler sends), and the PostgreSQL pool has the size hookledger gives a process with the
+// same roles (ledgerPoolSize, src/db/client.ts).
 import { Worker } from 'bullmq'
 import type postgres from 'postgres'
+import { ledgerPoolSize } from '../src/db/client.js'
+import { connectionPool, sendHttp } from '../src/outbound/http-send.js'
 
 /**
- * The baseline's ledger: one row per event. The receiver adds a unique index on `event_id` for its
- * dedup (bench/run.ts); the drain's backlog is written without one, so the drain's baseline pays for
- * no index it does not use.
+ * The baseline's ledger: one row per event. The receiver adds a unique index on (source, event_id)
+ * for its dedup, the key hookledger dedups on (bench/run.ts); the drain's backlog is written without
+ * one, so the drain's baseline pays for no index it does not use.
  */
 export async function createBaselineTable(sql: postgres.Sql): Promise<void> {
   await sql`
     create table if not exists baseline_events (
-      id uuid primary key default gen_random_uuid(), event_id text not null, body bytea not null,
-      status text not null default 'pending', processed_at timestamptz)`
+      id uuid primary key default gen_random_uuid(), source text not null default 'bench',
+      event_id text not null, body bytea not null, status text not null default 'pending',
+      processed_at timestamptz)`
 }
 
-/** The job that names a row: its id is derived from the row, so adding it twice adds it once. */
+/**
+ * The job that names a row: its id is derived from the row, so adding it twice adds it once. A
+ * failed forward (a timeout on a loaded machine, a reset) is tried again, as an at-least-once worker
+ * must; with BullMQ's default of one attempt the event was lost and the drain waited in vain.
+ */
 export const baselineJob = (rowId: string) => ({
   name: 'forward',
   data: { id: rowId },
-  opts: { jobId: `b-${rowId}` },
+  opts: { jobId: `b-${rowId}`, attempts: 5, backoff: { type: 'exponential', delay: 200 } },
 })
 
 export interface BaselineForwarderOptions {
@@ -35,28 +45,43 @@ export interface BaselineForwarderOptions {
   concurrency: number
 }
 
+/**
+ * The baseline process's pool: what hookledger opens for a process with the same roles (a worker:
+ * concurrency + 4; a receiver with its worker: concurrency + 8; a receiver alone: 10).
+ */
+export function baselinePoolSize(roles: {
+  receives: boolean
+  forwards: boolean
+  concurrency: number
+}): number {
+  return ledgerPoolSize({
+    configured: undefined,
+    runsApi: roles.receives,
+    runsWorker: roles.forwards,
+    workerConcurrency: roles.concurrency,
+  })
+}
+
+/** hookledger's forward timeout when the config sets none (src/config/config.ts). */
+const FORWARD_TIMEOUT_MS = 10_000
+
 export function startBaselineForwarder(options: BaselineForwarderOptions): { close(): Promise<void> } {
   const { sql } = options
-  const agent = new Agent({ keepAlive: true, maxSockets: options.concurrency })
-  const post = (body: Buffer, eventId: string) =>
-    new Promise<number>((resolve, reject) => {
-      const outgoing = request(
-        options.destination,
-        {
-          method: 'POST',
-          agent,
-          headers: { 'content-type': 'application/json', 'x-hookledger-event-id': eventId },
-          timeout: 10_000,
-        },
-        (response) => {
-          response.resume()
-          response.on('end', () => resolve(response.statusCode ?? 0))
-        },
-      )
-      outgoing.on('timeout', () => outgoing.destroy(new Error('timeout')))
-      outgoing.on('error', reject)
-      outgoing.end(body)
+  // One keep-alive pool for the destination's origin, as hookledger's forward keeps one per destination.
+  const connections = connectionPool(options.destination.origin)
+  const post = async (body: Buffer, eventId: string): Promise<number> => {
+    const sent = await sendHttp(options.destination, {
+      connections,
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-hookledger-event-id': eventId },
+      body,
+      timeoutMs: FORWARD_TIMEOUT_MS,
+      signals: [],
+      guarded: false,
     })
+    if (sent.kind !== 'answered') throw new Error(`forward failed: ${sent.error}`)
+    return sent.answer.status
+  }
 
   const worker = new Worker<{ id: string }>(
     options.queue,
@@ -74,10 +99,12 @@ export function startBaselineForwarder(options: BaselineForwarderOptions): { clo
       concurrency: options.concurrency,
     },
   )
+  // A forward that failed shows in the process's output, which the bench prints when a drain stalls.
+  worker.on('failed', (job, error) => process.stderr.write(`job ${job?.id} failed: ${error.message}\n`))
   return {
     async close() {
       await worker.close()
-      agent.destroy()
+      await connections.close()
     },
   }
 }

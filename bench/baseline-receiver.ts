@@ -1,6 +1,6 @@
 // The intake's hand-written baseline: the receiver a team would write with this stack. Verify the
 // Standard Webhooks signature with the `standardwebhooks` library, insert the event under a unique
-// id, add its BullMQ job, answer 200; the hand-written worker (baseline-forwarder.ts) forwards in the
+// (source, id), add its BullMQ job, answer 200; the hand-written worker (baseline-forwarder.ts) forwards in the
 // same process, as hookledger's does in the full path. The library's timestamp window is its only
 // replay check (nothing notices a signed body resent under another id); no group commit, no relay
 // for a job lost between the commit and the add.
@@ -9,26 +9,30 @@ import { Queue } from 'bullmq'
 import { Hono } from 'hono'
 import postgres from 'postgres'
 import { Webhook } from 'standardwebhooks'
-import { baselineJob, requiredEnv, startBaselineForwarder } from './baseline-forwarder.js'
+import { baselineJob, baselinePoolSize, requiredEnv, startBaselineForwarder } from './baseline-forwarder.js'
 
 const redisUrl = requiredEnv('REDIS_URL')
 const prefix = requiredEnv('BASELINE_PREFIX')
 const queueName = requiredEnv('BASELINE_QUEUE')
-const sql = postgres(requiredEnv('DATABASE_URL'), { max: 10, onnotice: () => {} })
+// BASELINE_FORWARDING=off: the receive path alone, as the bench compares it with `serve --role api`.
+const forwards = process.env.BASELINE_FORWARDING !== 'off'
+const concurrency = Number(process.env.BASELINE_CONCURRENCY ?? 32)
+const sql = postgres(requiredEnv('DATABASE_URL'), {
+  max: baselinePoolSize({ receives: true, forwards, concurrency }),
+  onnotice: () => {},
+})
 const webhook = new Webhook(requiredEnv('BASELINE_SECRET'))
 const queue = new Queue(queueName, { connection: { url: redisUrl }, prefix })
-// BASELINE_FORWARDING=off: the receive path alone, as the bench compares it with `serve --role api`.
-const forwarder =
-  process.env.BASELINE_FORWARDING === 'off'
-    ? { close: async () => {} }
-    : startBaselineForwarder({
-        sql,
-        redisUrl,
-        prefix,
-        queue: queueName,
-        destination: new URL(requiredEnv('BASELINE_DESTINATION')),
-        concurrency: Number(process.env.BASELINE_CONCURRENCY ?? 32),
-      })
+const forwarder = !forwards
+  ? { close: async () => {} }
+  : startBaselineForwarder({
+      sql,
+      redisUrl,
+      prefix,
+      queue: queueName,
+      destination: new URL(requiredEnv('BASELINE_DESTINATION')),
+      concurrency,
+    })
 
 const app = new Hono()
   .get('/healthz', (c) => c.json({ status: 'ok' }))
@@ -44,8 +48,9 @@ const app = new Hono()
       return c.json({ error: 'invalid signature' }, 401)
     }
     const [row] = await sql<{ id: string }[]>`
-      insert into baseline_events (event_id, body) values (${c.req.header('webhook-id') ?? ''}, ${body})
-      on conflict (event_id) do nothing returning id`
+      insert into baseline_events (source, event_id, body)
+      values (${c.req.param('source')}, ${c.req.header('webhook-id') ?? ''}, ${body})
+      on conflict (source, event_id) do nothing returning id`
     if (row !== undefined) {
       const job = baselineJob(row.id)
       await queue.add(job.name, job.data, job.opts)

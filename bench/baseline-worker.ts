@@ -2,16 +2,20 @@
 // on a backlog the bench queued, the way a team would run it next to its receiver.
 import { createServer } from 'node:http'
 import postgres from 'postgres'
-import { requiredEnv, startBaselineForwarder } from './baseline-forwarder.js'
+import { baselinePoolSize, requiredEnv, startBaselineForwarder } from './baseline-forwarder.js'
 
-const sql = postgres(requiredEnv('DATABASE_URL'), { max: 10, onnotice: () => {} })
+const concurrency = Number(process.env.BASELINE_CONCURRENCY ?? 32)
+const sql = postgres(requiredEnv('DATABASE_URL'), {
+  max: baselinePoolSize({ receives: false, forwards: true, concurrency }),
+  onnotice: () => {},
+})
 const forwarder = startBaselineForwarder({
   sql,
   redisUrl: requiredEnv('REDIS_URL'),
   prefix: requiredEnv('BASELINE_PREFIX'),
   queue: requiredEnv('BASELINE_QUEUE'),
   destination: new URL(requiredEnv('BASELINE_DESTINATION')),
-  concurrency: Number(process.env.BASELINE_CONCURRENCY ?? 32),
+  concurrency,
 })
 
 // Only so the bench can see the process is up, the way it waits for hookledger's /healthz.

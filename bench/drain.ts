@@ -1,7 +1,7 @@
 // The drain section of `npm run bench`: a backlog of forward events, drained by one hookledger worker
 // process, and the same backlog drained by the hand-written at-least-once worker in
 // bench/baseline-worker.ts, to the same local destination, in the same run.
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { Queue } from 'bullmq'
@@ -10,8 +10,10 @@ import postgres from 'postgres'
 import { type Child, startChild } from '../test/support/child.js'
 import { testRedisUrl } from '../test/support/env.js'
 import { baselineJob, createBaselineTable } from './baseline-forwarder.js'
+import { cpuMs, cpuMsOf, machineTicks, startBackendsCpu } from './cpu.js'
 import type { Destination } from './destination.js'
-import { BENCH_SECRET, benchBody, signedRequest } from './signing.js'
+import { type LedgerCost, startLedgerCost } from './ledger-cost.js'
+import { BENCH_SECRET, benchBody, DRAIN_BODY_BYTES, signedRequest } from './signing.js'
 import { type StatementCounter, startStatementCounter } from './statement-counter.js'
 
 /** The PostgreSQL server a database URL names: the statement counter sits in front of it. */
@@ -31,106 +33,66 @@ export interface DrainResult {
   events: number
   /** Events per second from the first delivery to the last. */
   perSecond: number
-  /** From spawning the worker process to the last delivery. */
-  startToLastMs: number
+  /** From spawning the worker process to its first delivery: start-up, reported apart from the drain. */
+  startupMs: number
+  /** From the first delivery to the last. */
+  drainMs: number
+  /** The worker process's CPU from its readiness to the last delivery, per event delivered in that span. */
   cpuMsPerEvent: number
-  storesCpuMsPerEvent: number
+  /** The same span's CPU of the PostgreSQL backends serving this database (not other databases'). */
+  postgresCpuMsPerEvent: number
+  /** The same span's CPU of redis-server: the whole server, so other work on the machine is in it. */
+  redisCpuMsPerEvent: number
   /**
    * How busy both cores were over the drain, everything on them included: a worker that leaves them
    * idle is waiting, not working.
    */
   machineBusyPercent: number
-  commitsPerEvent: number
-  /** WAL PostgreSQL wrote per event over the drain (pg_current_wal_insert_lsn before and after). */
-  walBytesPerEvent: number
+  /** Rows, commits and WAL in the database from the worker's start until it stopped (bench/ledger-cost.ts). */
+  cost: LedgerCost
   /** Counted through a proxy in a separate, smaller run (the proxy costs CPU of its own). */
   statementsPerEvent?: number | undefined
+  /** The same run's statements by their text, per event. */
+  statementsByText?: Map<string, number> | undefined
   /** BullMQ jobs the backlog was queued as, per event. */
   jobsPerEvent: number
   /** Deliveries beyond the first per event: an at-least-once worker may have some after a crash; here none is expected. */
   repeats: number
 }
 
-/** User plus system CPU of a process so far, in ms (Linux: /proc/<pid>/stat, ticks of 10 ms). */
-function cpuMs(pid: number | undefined): number {
-  if (pid === undefined) return 0
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-  return (Number(fields[11]) + Number(fields[12])) * 10
-}
-
-/** CPU of every process with this command name so far (the PostgreSQL backends, redis-server), in ms. */
-function cpuMsOf(command: string): number {
-  let total = 0
-  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) === command) total += cpuMs(Number(pid))
-    } catch {
-      // The process ended between the listing and the read.
-    }
-  }
-  return total
-}
-
-/** The machine's CPU time so far, busy and in all, in clock ticks (Linux: the first line of /proc/stat). */
-function machineTicks(): { busy: number; total: number } {
-  const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '')
-    .trim()
-    .split(/\s+/)
-    .slice(1)
-    .map(Number)
-  const total = fields.reduce((sum, value) => sum + value, 0)
-  // idle and iowait: the cores had nothing to run.
-  return { busy: total - (fields[3] ?? 0) - (fields[4] ?? 0), total }
-}
-
-/** Where PostgreSQL's WAL ends now, in bytes from its start: the difference of two is what was written. */
-async function walPosition(sql: postgres.Sql): Promise<bigint> {
-  const [row] = await sql<{ position: string }[]>`
-    select pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::text as position`
-  return BigInt(row?.position ?? '0')
-}
-
-async function commits(sql: postgres.Sql, database: string): Promise<number> {
-  const [row] = await sql<{ commits: string }[]>`
-    select xact_commit::text as commits from pg_stat_database where datname = ${database}`
-  return Number(row?.commits ?? 0)
-}
-
 /** Starts a worker, waits for the backlog to arrive at the destination, and measures it. */
 async function timeDrain(
-  destination: Destination,
+  options: DrainOptions,
   events: number,
   start: () => Promise<Child>,
-): Promise<{
-  perSecond: number
-  startToLastMs: number
-  cpuMsPerEvent: number
-  /** PostgreSQL's and Redis's CPU per event over the same span: the worker's cost on the shared cores. */
-  storesCpuMsPerEvent: number
-  machineBusyPercent: number
-  repeats: number
-  child: Child
-}> {
+): Promise<Omit<DrainResult, 'label' | 'events' | 'cost' | 'jobsPerEvent'> & { child: Child }> {
+  const { destination } = options
   destination.reset()
   const spawnedAt = Date.now()
   const child = await start()
   const readyCpu = cpuMs(child.process.pid)
-  const readyStoresCpu = cpuMsOf('postgres') + cpuMsOf('redis-server')
+  const backends = await startBackendsCpu(options.admin, options.databaseName)
+  const readyRedisCpu = cpuMsOf('redis-server')
   const readyTicks = machineTicks()
   const deliveredAtReady = destination.delivered()
-  const { firstAt, lastAt } = await destination.waitFor(events, 300_000)
+  const { firstAt, lastAt } = await destination.waitFor(events, 300_000).catch(async (error: Error) => {
+    await child.kill('SIGKILL')
+    throw new Error(`${error.message}; the worker's last output:\n${child.output().slice(-2000)}`)
+  })
   const cpu = cpuMs(child.process.pid) - readyCpu
-  const storesCpu = cpuMsOf('postgres') + cpuMsOf('redis-server') - readyStoresCpu
+  const postgresCpu = await backends.stop()
+  const redisCpu = cpuMsOf('redis-server') - readyRedisCpu
   const ticks = machineTicks()
-  const repeats = destination.repeats()
+  const counted = Math.max(events - deliveredAtReady, 1)
   return {
     perSecond: (events - 1) / Math.max((lastAt - firstAt) / 1000, 0.001),
-    startToLastMs: lastAt - spawnedAt,
-    cpuMsPerEvent: cpu / Math.max(events - deliveredAtReady, 1),
-    storesCpuMsPerEvent: storesCpu / Math.max(events - deliveredAtReady, 1),
+    startupMs: firstAt - spawnedAt,
+    drainMs: lastAt - firstAt,
+    cpuMsPerEvent: cpu / counted,
+    postgresCpuMsPerEvent: postgresCpu / counted,
+    redisCpuMsPerEvent: redisCpu / counted,
     machineBusyPercent: (100 * (ticks.busy - readyTicks.busy)) / Math.max(ticks.total - readyTicks.total, 1),
-    repeats,
+    repeats: destination.repeats(),
     child,
   }
 }
@@ -190,7 +152,9 @@ async function hookledgerDrain(
       url: `${api.url}/webhooks/bench`,
       connections: 50,
       amount: events,
-      requests: [{ setupRequest: (request) => ({ ...request, ...signedRequest() }) }],
+      requests: [
+        { setupRequest: (request) => ({ ...request, ...signedRequest({ bytes: DRAIN_BODY_BYTES }) }) },
+      ],
     })
     await api.kill('SIGTERM')
     const jobs = await waitingJobs(prefix, 'inbound-events')
@@ -199,7 +163,7 @@ async function hookledgerDrain(
       throw new Error(`the backlog is not complete: ${stored} new rows, ${intake.non2xx} non-2xx answers`)
     }
     await vacuumAsAutovacuumWould(ledger)
-    return await measureWorker(options, destination, events, counter, {
+    return await measureWorker(options, events, counter, {
       label: 'hookledger worker',
       jobs,
       start: (databaseUrl) =>
@@ -242,13 +206,14 @@ async function baselineDrain(
     await ledger`truncate baseline_events`
     const rows = await ledger<{ id: string }[]>`
       insert into baseline_events (event_id, body)
-      select 'b_' || g, convert_to(${benchBody('b')} || g, 'UTF8') from generate_series(1, ${events}) g
+      select 'b_' || g, convert_to(replace(${benchBody('b_#', DRAIN_BODY_BYTES)}, '#', g::text), 'UTF8')
+      from generate_series(1, ${events}) g
       returning id`
     await vacuumAsAutovacuumWould(ledger)
     for (let i = 0; i < rows.length; i += 1000) {
       await queue.addBulk(rows.slice(i, i + 1000).map((row) => baselineJob(row.id)))
     }
-    return await measureWorker(options, destination, events, counter, {
+    return await measureWorker(options, events, counter, {
       label: 'hand-written at-least-once BullMQ worker (bench/baseline-forwarder.ts)',
       jobs: await waitingJobs(prefix, 'baseline'),
       start: (databaseUrl) =>
@@ -276,7 +241,6 @@ async function baselineDrain(
  */
 async function measureWorker(
   options: DrainOptions,
-  destination: Destination,
   events: number,
   counter: StatementCounter | undefined,
   worker: {
@@ -290,29 +254,30 @@ async function measureWorker(
   const workerUrl = new URL(options.databaseUrl)
   if (counter !== undefined) workerUrl.port = String(counter.port)
   const statementsBefore = counter?.statements() ?? 0
-  const commitsBefore = await commits(options.admin, options.databaseName)
-  const walBefore = await walPosition(options.admin)
-  const timed = await timeDrain(destination, events, () => worker.start(workerUrl.toString()))
+  const textsBefore = counter?.byText() ?? new Map<string, number>()
+  const meter = await startLedgerCost(options.databaseUrl)
+  const { child, ...timed } = await timeDrain(options, events, () => worker.start(workerUrl.toString()))
   await worker.settled()
-  await timed.child.kill('SIGTERM')
-  // Backends report their counts when they exit; give the statistics a moment to land.
+  await child.kill('SIGTERM')
+  // Backends report their counts when they exit; give them a moment to.
   await new Promise((resolve) => setTimeout(resolve, 1200))
-  const commitsAfter = await commits(options.admin, options.databaseName)
-  const walAfter = await walPosition(options.admin)
   return {
     label: worker.label,
     events,
-    perSecond: timed.perSecond,
-    startToLastMs: timed.startToLastMs,
-    cpuMsPerEvent: timed.cpuMsPerEvent,
-    storesCpuMsPerEvent: timed.storesCpuMsPerEvent,
-    machineBusyPercent: timed.machineBusyPercent,
-    commitsPerEvent: (commitsAfter - commitsBefore) / events,
-    walBytesPerEvent: Number(walAfter - walBefore) / events,
+    ...timed,
+    cost: await meter.stop(),
     jobsPerEvent: worker.jobs / events,
     statementsPerEvent:
       counter === undefined ? undefined : (counter.statements() - statementsBefore) / events,
-    repeats: timed.repeats,
+    statementsByText:
+      counter === undefined
+        ? undefined
+        : new Map(
+            [...counter.byText()].map(([text, count]) => [
+              text,
+              (count - (textsBefore.get(text) ?? 0)) / events,
+            ]),
+          ),
   }
 }
 
@@ -421,7 +386,9 @@ export async function runDrain(
   const hookledgerCounted = await hookledgerDrain(options, destination, counted, 'counted', true)
   for (const pair of rounds) {
     pair.baseline.statementsPerEvent = baselineCounted.statementsPerEvent
+    pair.baseline.statementsByText = baselineCounted.statementsByText
     pair.hookledger.statementsPerEvent = hookledgerCounted.statementsPerEvent
+    pair.hookledger.statementsByText = hookledgerCounted.statementsByText
   }
   return { middle, rounds }
 }

@@ -1,15 +1,19 @@
-// `npm run bench`: two sections, each with its baseline measured in the same run.
-//   intake: signed requests with unique ids through the full path (a worker in the same process
-//           forwarding every event to a local destination) against a bare Hono route that only
-//           reads the body; then how long the forwards lag behind the end of the load.
-//   drain:  a backlog taken by an api-only process, drained by one worker process, against the
-//           hand-written at-least-once BullMQ worker in bench/baseline-worker.ts.
-// BENCH_CONCURRENCY=32,96 runs the drain once per value (events in flight, in both workers).
-// BENCH_PREFILL=N first fills each ledger with N DONE events (generate_series, not HTTP), to show
-// the cost as the ledger grows. Every load is bounded in count and time; all traffic stays on 127.0.0.1.
+// `npm run bench`: three sections, each with its baseline measured in the same run, on equal terms:
+// the hand-written baselines send through hookledger's own transport with the pool size hookledger
+// would open (bench/baseline-forwarder.ts).
+//   intake:  signed requests with unique ids through the whole system (a worker in the same process
+//            forwarding every event to a local destination), hookledger against the hand-written
+//            receiver + worker and a bare Hono route; then until every accepted event was forwarded.
+//   drain:   a backlog taken by an api-only process, drained by one worker process, against the
+//            hand-written at-least-once BullMQ worker in bench/baseline-worker.ts; paired rounds.
+//   trickle: a steady low rate into each whole system: receive-to-forward latency, CPU per event.
+// Each prints what the systems cost PostgreSQL per event (rows, commits, WAL; bench/ledger-cost.ts).
+// BENCH_QUICK=1 runs every section small (a smoke check, not figures). BENCH_PREFILL=N first fills
+// each ledger with N DONE events (generate_series, not HTTP), to show the cost as the ledger grows.
+// Every load is bounded in count and time; all traffic stays on 127.0.0.1.
 import { randomBytes } from 'node:crypto'
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { cpus, tmpdir } from 'node:os'
+import { cpus, loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import autocannon from 'autocannon'
 import { Queue } from 'bullmq'
@@ -21,27 +25,39 @@ import { adminDatabaseUrl, testRedisUrl } from '../test/support/env.js'
 import { createBaselineTable } from './baseline-forwarder.js'
 import { type Destination, startDestination } from './destination.js'
 import { type DrainPair, type DrainResult, drainRatio, profileFlags, runDrain } from './drain.js'
-import { BENCH_SECRET, signedRequest } from './signing.js'
+import { costTable, eventsStored, type LedgerCost, startLedgerCost } from './ledger-cost.js'
+import { BENCH_SECRET, DRAIN_BODY_BYTES, SMALL_BODY_BYTES, signedRequest } from './signing.js'
+import { runTrickle, type TrickleResult } from './trickle.js'
 
-const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10)
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50)
-const DRAIN_EVENTS = Number(process.env.BENCH_EVENTS ?? 3000)
-// Events in flight per drain worker, both of them; several values give one table each.
-const DRAIN_CONCURRENCY = (process.env.BENCH_CONCURRENCY ?? '32').split(',').map(Number)
-// Timed pairs per concurrency (hookledger and the baseline, alternating which goes first).
-const DRAIN_ROUNDS = Number(process.env.BENCH_ROUNDS ?? 4)
+const QUICK = process.env.BENCH_QUICK === '1'
+const numbers = (value: string) => value.split(',').map(Number)
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? (QUICK ? 2 : 10))
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32)
+// Backlog sizes of the drain, one table per size and concurrency.
+const DRAIN_EVENTS = numbers(process.env.BENCH_EVENTS ?? (QUICK ? '300' : '3000,10000'))
+// Events in flight per drain worker, both of them.
+const DRAIN_CONCURRENCY = numbers(process.env.BENCH_CONCURRENCY ?? (QUICK ? '32' : '32,96'))
+// Timed pairs per size and concurrency (hookledger and the baseline, alternating which goes first).
+const DRAIN_ROUNDS = Number(process.env.BENCH_ROUNDS ?? (QUICK ? 1 : 3))
+const TRICKLE_RATE = Number(process.env.BENCH_TRICKLE_RATE ?? 200)
+const TRICKLE_S = Number(process.env.BENCH_TRICKLE_S ?? (QUICK ? 2 : 20))
 const PREFILL = Number(process.env.BENCH_PREFILL ?? 0)
-const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'intake,drain').split(','))
+const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'intake,drain,trickle').split(','))
+/** The whole systems' worker concurrency (hookledger's worker.concurrency, the hand-written worker's). */
+const SYSTEM_CONCURRENCY = 32
 
 async function load(url: string) {
   const result = await autocannon({
     url: `${url}/webhooks/bench`,
     connections: CONNECTIONS,
     duration: DURATION_S,
-    requests: [{ setupRequest: (request) => ({ ...request, ...signedRequest() }) }],
+    requests: [
+      { setupRequest: (request) => ({ ...request, ...signedRequest({ bytes: SMALL_BODY_BYTES }) }) },
+    ],
   })
   return {
     requestsPerSecond: result.requests.average,
+    acceptedPerSecond: result['2xx'] / Math.max(result.duration, 0.001),
     p50: result.latency.p50,
     p99: result.latency.p99,
     non2xx: result.non2xx,
@@ -73,87 +89,87 @@ interface FullResult {
    */
   deliveredPerSecond: number | undefined
   repeats: number
+  /** What the run cost the system's database (forwarding runs on a database of their own). */
+  cost?: LedgerCost
 }
 
 /**
  * Loads a receiver once it is up, then, when it forwards, waits for every accepted event to arrive
- * at the destination.
+ * at the destination. With `databaseUrl` (a database of the system's own), what the run cost it.
  */
 async function runFull(
   start: () => Promise<Child>,
   destination: Destination,
   forwarding: boolean,
+  databaseUrl?: string,
 ): Promise<FullResult> {
   const full = await start()
+  const meter = databaseUrl === undefined ? undefined : await startLedgerCost(databaseUrl)
+  let result: FullResult | undefined
   try {
     destination.reset()
-    const result = await load(full.url)
+    const load_ = await load(full.url)
     const loadEnded = Date.now()
-    // Nothing forwarded (no worker), or not every forward arrived in time.
-    const unmeasured = (repeats: number): FullResult => ({
-      load: result,
-      forwarding,
-      lagSeconds: undefined,
-      deliveredPerSecond: undefined,
-      repeats,
-    })
-    if (!forwarding) return unmeasured(0)
-    try {
-      const { lastAt } = await destination.waitFor(result.accepted, 120_000)
-      return {
-        load: result,
-        forwarding,
-        lagSeconds: Math.max(0, lastAt - loadEnded) / 1000,
-        deliveredPerSecond: (result.accepted * 1000) / Math.max(lastAt - result.startedAt, 1),
-        repeats: destination.repeats(),
+    result = { load: load_, forwarding, lagSeconds: undefined, deliveredPerSecond: undefined, repeats: 0 }
+    if (forwarding) {
+      try {
+        const { lastAt } = await destination.waitFor(load_.accepted, 120_000)
+        result.lagSeconds = Math.max(0, lastAt - loadEnded) / 1000
+        result.deliveredPerSecond = (load_.accepted * 1000) / Math.max(lastAt - load_.startedAt, 1)
+      } catch {
+        // Not every forward arrived in time: nothing below the load is measured.
       }
-    } catch {
-      return unmeasured(destination.repeats())
+      result.repeats = destination.repeats()
     }
   } finally {
     await full.kill('SIGTERM')
   }
+  if (meter !== undefined) {
+    // Backends report their counts when they exit; give them a moment to.
+    await new Promise((resolve) => setTimeout(resolve, 1200))
+    result.cost = await meter.stop()
+  }
+  return result
+}
+
+interface SystemDatabase {
+  run: string
+  /** Names the queue prefix and the CPU profile's folder (BENCH_CPU_PROF). */
+  name: string
+  databaseUrl: string
+  databaseName: string
+  admin: postgres.Sql
 }
 
 /**
  * The receiver a team would write by hand (bench/baseline-receiver.ts) on its own database and queue
- * prefix: what the full path's price for its guarantees is measured against. Without `forwarding`,
- * its worker does not start: the receive path alone.
+ * prefix: what hookledger's price for its guarantees is measured against. `use` starts it. Without
+ * `forwarding`, its worker does not start: the receive path alone.
  */
-async function runHandWritten(
-  options: { run: string; databaseUrl: string; admin: postgres.Sql; databaseName: string },
+async function withHandWritten<T>(
+  options: SystemDatabase,
   destination: Destination,
   forwarding: boolean,
-): Promise<FullResult> {
+  use: (start: () => Promise<Child>) => Promise<T>,
+): Promise<T> {
   await options.admin.unsafe(`create database "${options.databaseName}"`)
   const ledger = postgres(options.databaseUrl, { max: 1, onnotice: () => {} })
-  const prefix = `hl-bench-${options.run}-receiver${forwarding ? '' : '-alone'}`
+  const prefix = `hl-bench-${options.run}-${options.name}`
   try {
     await createBaselineTable(ledger)
-    // Its dedup: `insert … on conflict (event_id) do nothing` needs the event id unique.
-    await ledger`create unique index baseline_events_event_id on baseline_events (event_id)`
-    return await runFull(
-      () =>
-        startChild(
-          [
-            ...profileFlags(`receiver${forwarding ? '' : '-alone'}`),
-            '--import',
-            'tsx',
-            'bench/baseline-receiver.ts',
-          ],
-          {
-            DATABASE_URL: options.databaseUrl,
-            BASELINE_FORWARDING: forwarding ? 'on' : 'off',
-            REDIS_URL: testRedisUrl(),
-            BASELINE_PREFIX: prefix,
-            BASELINE_QUEUE: 'baseline',
-            BASELINE_SECRET: BENCH_SECRET,
-            BASELINE_DESTINATION: destination.url,
-            BASELINE_CONCURRENCY: '32',
-          },
-        ),
-      destination,
-      forwarding,
+    // Its dedup: `insert … on conflict (source, event_id) do nothing` needs the pair unique.
+    await ledger`create unique index baseline_events_source_event_id on baseline_events (source, event_id)`
+    return await use(() =>
+      startChild([...profileFlags(options.name), '--import', 'tsx', 'bench/baseline-receiver.ts'], {
+        DATABASE_URL: options.databaseUrl,
+        BASELINE_FORWARDING: forwarding ? 'on' : 'off',
+        REDIS_URL: testRedisUrl(),
+        BASELINE_PREFIX: prefix,
+        BASELINE_QUEUE: 'baseline',
+        BASELINE_SECRET: BENCH_SECRET,
+        BASELINE_DESTINATION: destination.url,
+        BASELINE_CONCURRENCY: String(SYSTEM_CONCURRENCY),
+      }),
     )
   } finally {
     const queue = new Queue('baseline', { connection: { url: testRedisUrl() }, prefix })
@@ -195,44 +211,93 @@ function intakeTable(
         ? 'not within 120 s'
         : `${r.lagSeconds.toFixed(1)} s${r.repeats > 0 ? `, ${r.repeats} repeats` : ''}`
     const delivered = r.deliveredPerSecond === undefined ? '–' : r.deliveredPerSecond.toFixed(0)
-    return `| ${label} | ${r.load.requestsPerSecond.toFixed(0)} | ${r.load.p50} | ${r.load.p99} | ${r.load.non2xx} | ${r.load.errors} | ${lag} | ${delivered} |`
+    return `| ${label} | ${r.load.acceptedPerSecond.toFixed(0)} | ${r.load.p50} | ${r.load.p99} | ${r.load.non2xx} | ${r.load.errors} | ${lag} | ${delivered} |`
   }
   const full = rows.find((r) => r.name === 'redis')?.result
   const alone = rows.find((r) => r.name === 'api')?.result
   const ratio = (a: number | undefined, b: number | undefined) =>
     a === undefined || b === undefined ? '–' : (a / b).toFixed(2)
   return [
-    '| path | requests/s | p50 ms | p99 ms | non-2xx | errors | forwards done after the load | delivered/s, load start to last forward |',
+    '| path | accepted/s | p50 ms | p99 ms | non-2xx | errors | forwards done after the load | delivered/s, load start to last forward |',
     '|---|---:|---:|---:|---:|---:|---:|---:|',
-    `| bare Hono route (reads the body) | ${bare.requestsPerSecond.toFixed(0)} | ${bare.p50} | ${bare.p99} | ${bare.non2xx} | ${bare.errors} | – | – |`,
+    `| bare Hono route (reads the body; the HTTP ceiling) | ${bare.acceptedPerSecond.toFixed(0)} | ${bare.p50} | ${bare.p99} | ${bare.non2xx} | ${bare.errors} | – | – |`,
     row(
-      'hand-written receiver (verify, insert, enqueue; BullMQ worker forwarding in the same process; bench/baseline-receiver.ts)',
+      'hand-written receiver + worker in one process (verify, insert, enqueue; bench/baseline-receiver.ts)',
       handWritten.forwarding,
     ),
     row('the same, receiving only (no worker)', handWritten.alone),
     ...rows.map(({ label, result }) => row(label, result)),
     '',
-    `intake ratio full/bare (requests/s): ${ratio(full?.load.requestsPerSecond, bare.requestsPerSecond)}`,
-    `intake ratio full/hand-written (requests/s): ${ratio(full?.load.requestsPerSecond, handWritten.forwarding.load.requestsPerSecond)}; ` +
+    `intake ratio hookledger/hand-written, accepted/s: ${ratio(full?.load.acceptedPerSecond, handWritten.forwarding.load.acceptedPerSecond)}; ` +
       `delivered/s: ${ratio(full?.deliveredPerSecond, handWritten.forwarding.deliveredPerSecond)}; ` +
-      `receiving only: ${ratio(alone?.load.requestsPerSecond, handWritten.alone.load.requestsPerSecond)}`,
+      `receiving only, accepted/s: ${ratio(alone?.load.acceptedPerSecond, handWritten.alone.load.acceptedPerSecond)}`,
+    `intake ratio hookledger/bare route, accepted/s: ${ratio(full?.load.acceptedPerSecond, bare.acceptedPerSecond)}`,
   ]
 }
 
 function drainTable(results: { middle: DrainPair; rounds: DrainPair[] }) {
   const { middle, rounds } = results
   const row = (r: DrainResult) =>
-    `| ${r.label} | ${r.perSecond.toFixed(0)} | ${(r.startToLastMs / 1000).toFixed(1)} | ${r.cpuMsPerEvent.toFixed(2)} | ${r.storesCpuMsPerEvent.toFixed(2)} | ${r.machineBusyPercent.toFixed(0)} | ${r.statementsPerEvent?.toFixed(1) ?? '–'} | ${r.commitsPerEvent.toFixed(2)} | ${(r.walBytesPerEvent / 1024).toFixed(1)} | ${r.jobsPerEvent.toFixed(2)} | ${r.repeats} |`
+    `| ${r.label} | ${r.perSecond.toFixed(0)} | ${(r.drainMs / 1000).toFixed(2)} | ${(r.startupMs / 1000).toFixed(2)} | ${r.cpuMsPerEvent.toFixed(2)} | ${r.postgresCpuMsPerEvent.toFixed(2)} | ${r.redisCpuMsPerEvent.toFixed(2)} | ${r.machineBusyPercent.toFixed(0)} | ${r.statementsPerEvent?.toFixed(1) ?? '–'} | ${r.jobsPerEvent.toFixed(2)} | ${r.repeats} |`
+  const cpu = (r: DrainResult) => `${r.cpuMsPerEvent.toFixed(2)}+${r.postgresCpuMsPerEvent.toFixed(2)}`
   return [
-    `| worker (${middle.hookledger.events} forward events, the middle round) | events/s | s from spawn to last | worker CPU ms/event | PostgreSQL + Redis CPU ms/event | machine busy % | SQL statements/event | commits/event | WAL KB/event | queue jobs/event | repeats |`,
+    `| worker (the median pair) | events/s, first delivery to last | s, first to last | start-up s, spawn to first delivery | worker CPU ms/event | PostgreSQL CPU ms/event (its backends) | Redis CPU ms/event (whole server) | machine busy % | SQL statements/event | queue jobs/event | repeats |`,
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     row(middle.baseline),
     row(middle.hookledger),
     '',
-    `drain ratio hookledger/baseline (events/s), middle of ${rounds.length} rounds: ${drainRatio(middle).toFixed(2)}` +
-      ` (by round: ${rounds.map((pair) => drainRatio(pair).toFixed(2)).join(', ')})`,
+    `drain ratio hookledger/baseline (events/s), median of ${rounds.length} pairs: ${drainRatio(middle).toFixed(2)}`,
+    '',
+    '| pair | first | hookledger events/s | baseline events/s | ratio | hookledger CPU ms/event, worker+PostgreSQL | baseline CPU ms/event, worker+PostgreSQL |',
+    '|---:|---|---:|---:|---:|---:|---:|',
+    ...rounds.map(
+      (pair, i) =>
+        `| ${i + 1} | ${i % 2 === 0 ? 'baseline' : 'hookledger'} | ${pair.hookledger.perSecond.toFixed(0)} | ${pair.baseline.perSecond.toFixed(0)} | ${drainRatio(pair).toFixed(2)} | ${cpu(pair.hookledger)} | ${cpu(pair.baseline)} |`,
+    ),
+    '',
+    ...costTable('worker (the median pair), per event delivered', [
+      { label: middle.baseline.label, cost: middle.baseline.cost, events: middle.baseline.events },
+      { label: middle.hookledger.label, cost: middle.hookledger.cost, events: middle.hookledger.events },
+    ]),
+    '',
+    ...[middle.baseline, middle.hookledger].flatMap((r) => statementLines(r)),
   ]
 }
+
+/** The statements a worker ran per event (the proxy's smaller run), the most frequent first. */
+function statementLines(r: DrainResult): string[] {
+  if (r.statementsByText === undefined) return []
+  const shown = (text: string) => (text.length > 160 ? `${text.slice(0, 157)}...` : text)
+  return [
+    `${r.label}, SQL statements per event by text:`,
+    ...[...r.statementsByText]
+      .filter(([, perEvent]) => perEvent >= 0.001)
+      .sort((a, b) => b[1] - a[1])
+      .map(([text, perEvent]) => `- ${perEvent.toFixed(3)}  \`${shown(text)}\``),
+    '',
+  ]
+}
+
+function trickleTable(rows: { label: string; result: TrickleResult }[]) {
+  const ms = (value: number) => value.toFixed(1)
+  return [
+    '| system | sent/s | accepted | non-2xx | errors | p50 ms, send to forward | p99 ms | max ms | process CPU ms/event | PostgreSQL CPU ms/event (its backends) | Redis CPU ms/event (whole server) | repeats |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows.map(
+      ({ label, result: r }) =>
+        `| ${label} | ${r.sentPerSecond.toFixed(0)} | ${r.accepted} | ${r.non2xx} | ${r.errors} | ${ms(r.p50Ms)} | ${ms(r.p99Ms)} | ${ms(r.maxMs)} | ${r.cpuMsPerEvent.toFixed(2)} | ${r.postgresCpuMsPerEvent.toFixed(2)} | ${r.redisCpuMsPerEvent.toFixed(2)} | ${r.repeats} |`,
+    ),
+    '',
+    ...costTable('system, whole (receive and forward), per event accepted', [
+      ...rows.map(({ label, result }) => ({ label, cost: result.cost, events: result.accepted })),
+    ]),
+  ]
+}
+
+const loadAverages = () =>
+  loadavg()
+    .map((value) => value.toFixed(2))
+    .join(' ')
 
 async function main() {
   const run = randomBytes(4).toString('hex')
@@ -243,36 +308,56 @@ async function main() {
     return url.toString()
   }
   const admin = postgres(adminDatabaseUrl(), { max: 1, onnotice: () => {} })
+  const system = (name: string): SystemDatabase => ({
+    run,
+    name,
+    databaseUrl: databaseUrl(name),
+    databaseName: databaseName(name),
+    admin,
+  })
+  const databases = new Set<string>()
   const destination = await startDestination()
   const dataDir = mkdtempSync(join(tmpdir(), 'hl-bench-'))
   chmodSync(dataDir, 0o755) // reachable by the `postgres` user when the bench runs as root
+  // In the run's own folder, removed with it at the end: the whole system's config (intake, trickle).
+  const configPath = join(dataDir, 'config.json')
+  writeFileSync(
+    configPath,
+    JSON.stringify({
+      sources: [
+        {
+          id: 'bench',
+          verify: { scheme: 'standard-webhooks', secrets: [BENCH_SECRET] },
+          handler: { type: 'forward', url: destination.url },
+        },
+      ],
+      worker: { concurrency: SYSTEM_CONCURRENCY },
+    }),
+  )
+  const hookledger = (name: string, env: Record<string, string>, role?: 'api') => () =>
+    startChild(
+      [...profileFlags(name), 'bin/hookledger.js', 'serve', ...(role === undefined ? [] : ['--role', role])],
+      {
+        ...env,
+        HOOKLEDGER_CONFIG: configPath,
+        LOG_LEVEL: 'warn',
+      },
+    )
   const lines = [
     `hookledger bench — ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown CPU'}), Node ${process.version}` +
-      (PREFILL > 0 ? `, ledger prefilled with ${PREFILL} DONE events` : ', empty ledger'),
+      (PREFILL > 0 ? `, ledger prefilled with ${PREFILL} DONE events` : ', empty ledger') +
+      (QUICK ? ', QUICK (a smoke check: too small for figures)' : ''),
+    `load averages at the start: ${loadAverages()}`,
     '',
   ]
   let failed = false
   try {
     if (SECTIONS.has('intake')) {
-      // In the run's own folder, removed with it at the end.
-      const configPath = join(dataDir, 'config.json')
-      writeFileSync(
-        configPath,
-        JSON.stringify({
-          sources: [
-            {
-              id: 'bench',
-              verify: { scheme: 'standard-webhooks', secrets: [BENCH_SECRET] },
-              handler: { type: 'forward', url: destination.url },
-            },
-          ],
-          worker: { concurrency: 32 },
-        }),
-      )
       const variants: Variant[] = [
         {
           name: 'redis',
-          label: 'full path (verify, claim, commit, enqueue; worker forwarding in the same process)',
+          label:
+            'hookledger, api and worker in one process (`serve`: verify, claim, commit, enqueue; forward)',
           env: { DATABASE_URL: databaseUrl('redis'), REDIS_URL: testRedisUrl() },
         },
         {
@@ -282,7 +367,7 @@ async function main() {
           role: 'api',
         },
         {
-          name: 'in-process',
+          name: 'inproc',
           label: 'the same on the in-process queue (REDIS_URL unset)',
           env: { DATABASE_URL: databaseUrl('inproc'), REDIS_URL: '' },
         },
@@ -292,38 +377,31 @@ async function main() {
           env: { DATABASE_URL: '', REDIS_URL: '', HOOKLEDGER_DATA_DIR: join(dataDir, 'data') },
         },
       ]
-      for (const suffix of ['redis', 'api', 'inproc']) await prepareLedger(databaseUrl(suffix), PREFILL)
+      for (const name of ['redis', 'api', 'inproc']) {
+        databases.add(name)
+        await prepareLedger(databaseUrl(name), PREFILL)
+      }
       const bare = await startChild(['--import', 'tsx', 'bench/bare-server.ts'], {})
       const bareResult = await load(bare.url)
       await bare.kill('SIGTERM')
+      databases.add('hand').add('handalone')
       const handWritten = {
-        forwarding: await runHandWritten(
-          { run, databaseUrl: databaseUrl('hand'), admin, databaseName: databaseName('hand') },
-          destination,
-          true,
+        forwarding: await withHandWritten(system('hand'), destination, true, (start) =>
+          runFull(start, destination, true, databaseUrl('hand')),
         ),
-        alone: await runHandWritten(
-          { run, databaseUrl: databaseUrl('handalone'), admin, databaseName: databaseName('handalone') },
-          destination,
-          false,
+        alone: await withHandWritten(system('handalone'), destination, false, (start) =>
+          runFull(start, destination, false),
         ),
       }
       const rows: { name: string; label: string; result: FullResult }[] = []
       for (const variant of variants) {
         const forwarding = variant.role !== 'api'
+        const metered = variant.name === 'redis' ? databaseUrl('redis') : undefined
         const result = await runFull(
-          () =>
-            startChild(
-              [
-                ...profileFlags(`full-${variant.name}`),
-                'bin/hookledger.js',
-                'serve',
-                ...(forwarding ? [] : ['--role', 'api']),
-              ],
-              { ...variant.env, HOOKLEDGER_CONFIG: configPath, LOG_LEVEL: 'warn' },
-            ),
+          hookledger(`full-${variant.name}`, variant.env, variant.role),
           destination,
           forwarding,
+          metered,
         )
         rows.push({ name: variant.name, label: variant.label, result })
       }
@@ -331,41 +409,104 @@ async function main() {
         const { non2xx, errors } = result.load
         failed ||= non2xx > 0 || errors > 0 || (result.forwarding && result.lagSeconds === undefined)
       }
+      const full = rows.find((r) => r.name === 'redis')?.result
       lines.push(
-        `### Intake: ${CONNECTIONS} connections, ${DURATION_S} s per run, ~1 KB signed bodies, unique ids`,
+        `### Intake: ${CONNECTIONS} connections, ${DURATION_S} s per run, ~${SMALL_BODY_BYTES} B signed bodies, unique ids`,
         '',
         ...intakeTable(bareResult, handWritten, rows),
+        '',
+        ...costTable('whole system under the load, per event stored', [
+          ...(handWritten.forwarding.cost === undefined
+            ? []
+            : [
+                {
+                  label: 'hand-written receiver + worker',
+                  cost: handWritten.forwarding.cost,
+                  events: eventsStored(handWritten.forwarding.cost),
+                },
+              ]),
+          ...(full?.cost === undefined
+            ? []
+            : [{ label: 'hookledger `serve`', cost: full.cost, events: eventsStored(full.cost) }]),
+        ]),
+        '',
+        `load averages after the intake: ${loadAverages()}`,
         '',
       )
     }
     if (SECTIONS.has('drain')) {
-      await prepareLedger(databaseUrl('drain'), PREFILL)
-      for (const concurrency of DRAIN_CONCURRENCY) {
-        const results = await runDrain({
-          run,
-          folder: dataDir,
-          events: DRAIN_EVENTS,
-          concurrency,
-          databaseUrl: databaseUrl('drain'),
-          databaseName: databaseName('drain'),
-          admin,
-          destination,
-          rounds: DRAIN_ROUNDS,
-        })
-        failed ||= results.rounds.some((pair) => pair.hookledger.repeats > 0)
-        lines.push(
-          `### Drain: a backlog of ${DRAIN_EVENTS} forward events, one worker process, concurrency ${concurrency}`,
-          '',
-          ...drainTable(results),
-          '',
-        )
+      for (const events of DRAIN_EVENTS) {
+        for (const concurrency of DRAIN_CONCURRENCY) {
+          // A ledger of its own per backlog and concurrency: each starts where the others did.
+          const name = `drain_${events}_c${concurrency}`
+          databases.add(name)
+          await prepareLedger(databaseUrl(name), PREFILL)
+          const results = await runDrain({
+            run,
+            folder: dataDir,
+            events,
+            concurrency,
+            databaseUrl: databaseUrl(name),
+            databaseName: databaseName(name),
+            admin,
+            destination,
+            rounds: DRAIN_ROUNDS,
+          })
+          await admin.unsafe(`drop database if exists "${databaseName(name)}" with (force)`)
+          failed ||= results.rounds.some((pair) => pair.hookledger.repeats > 0)
+          lines.push(
+            `### Drain: a backlog of ${events} forward events (~${DRAIN_BODY_BYTES} B bodies), one worker process, concurrency ${concurrency}`,
+            '',
+            ...drainTable(results),
+            '',
+            `load averages after this drain: ${loadAverages()}`,
+            '',
+          )
+        }
       }
+    }
+    if (SECTIONS.has('trickle')) {
+      const options = (name: string) => ({
+        rate: TRICKLE_RATE,
+        seconds: TRICKLE_S,
+        destination,
+        admin,
+        databaseUrl: databaseUrl(name),
+        databaseName: databaseName(name),
+      })
+      databases.add('trickle_hand').add('trickle_hl')
+      const handWritten = await withHandWritten(system('trickle_hand'), destination, true, (start) =>
+        runTrickle(options('trickle_hand'), start),
+      )
+      await prepareLedger(databaseUrl('trickle_hl'), PREFILL)
+      const full = await runTrickle(
+        options('trickle_hl'),
+        hookledger('trickle-hookledger', {
+          DATABASE_URL: databaseUrl('trickle_hl'),
+          REDIS_URL: testRedisUrl(),
+        }),
+      )
+      const rows = [
+        { label: 'hand-written receiver + worker', result: handWritten },
+        { label: 'hookledger `serve`', result: full },
+      ]
+      for (const { result } of rows)
+        failed ||= result.non2xx > 0 || result.errors > 0 || result.accepted < result.sent
+      lines.push(
+        `### Trickle: ${TRICKLE_RATE} signed deliveries/s for ${TRICKLE_S} s into each whole system (~${SMALL_BODY_BYTES} B bodies), latency from sending to the forward's arrival`,
+        '',
+        ...trickleTable(rows),
+        '',
+        `p99 ratio hookledger/hand-written: ${(full.p99Ms / handWritten.p99Ms).toFixed(2)}`,
+        `load averages after the trickle: ${loadAverages()}`,
+        '',
+      )
     }
     process.stdout.write(`${lines.join('\n')}\n`)
     if (failed) process.exitCode = 1
   } finally {
-    for (const suffix of ['redis', 'api', 'inproc', 'hand', 'handalone', 'drain']) {
-      await admin.unsafe(`drop database if exists "${databaseName(suffix)}" with (force)`)
+    for (const name of databases) {
+      await admin.unsafe(`drop database if exists "${databaseName(name)}" with (force)`)
     }
     await admin.end()
     await destination.close()

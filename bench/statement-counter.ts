@@ -1,14 +1,21 @@
 // A TCP proxy in front of PostgreSQL that counts the statements its clients run: every Execute
-// ('E', the extended protocol postgres-js uses) and every simple Query ('Q'). It reads only the
-// client-to-server direction and forwards every byte unchanged.
+// ('E', the extended protocol postgres-js uses) and every simple Query ('Q'), in all and by the
+// statement's text (an Execute runs the portal a Bind made from a statement a Parse named). It reads
+// only the client-to-server direction and forwards every byte unchanged.
 import { createConnection, createServer, type Server, type Socket } from 'node:net'
 
+const PARSE = 0x50
+const BIND = 0x42
+const EXECUTE = 0x45
+const QUERY = 0x51
 const SSL_REQUEST = 80877103
 const GSSENC_REQUEST = 80877104
 
 export interface StatementCounter {
   port: number
   statements(): number
+  /** Statements run so far by their text (whitespace collapsed). */
+  byText(): Map<string, number>
   close(): Promise<void>
 }
 
@@ -17,12 +24,25 @@ export async function startStatementCounter(target: {
   port: number
 }): Promise<StatementCounter> {
   let statements = 0
+  const byText = new Map<string, number>()
   const sockets = new Set<Socket>()
   const server: Server = createServer((client) => {
     const upstream = createConnection(target)
     sockets.add(client).add(upstream)
-    const count = messageCounter((type) => {
-      if (type === 0x45 || type === 0x51) statements += 1
+    // This connection's prepared statements and portals, by name: their text.
+    const prepared = new Map<string, string>()
+    const portals = new Map<string, string>()
+    const ran = (text: string | undefined) => {
+      statements += 1
+      const key = text ?? '(unknown)'
+      byText.set(key, (byText.get(key) ?? 0) + 1)
+    }
+    const count = messageCounter((type, body) => {
+      const [first = '', second = ''] = cStrings(body, 2)
+      if (type === PARSE) prepared.set(first, second.replace(/\s+/g, ' ').trim())
+      else if (type === BIND) portals.set(first, prepared.get(second) ?? '(unknown)')
+      else if (type === EXECUTE) ran(portals.get(first))
+      else if (type === QUERY) ran(first.replace(/\s+/g, ' ').trim())
     })
     client.on('data', (chunk: Buffer) => {
       count(chunk)
@@ -44,6 +64,7 @@ export async function startStatementCounter(target: {
   return {
     port: address.port,
     statements: () => statements,
+    byText: () => new Map(byText),
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy()
@@ -56,7 +77,7 @@ export async function startStatementCounter(target: {
  * Splits a client's byte stream into protocol messages. The first messages (SSL or GSS request,
  * then the startup message) have no type byte: a 4-byte length, then a 4-byte code.
  */
-function messageCounter(onMessage: (type: number) => void): (chunk: Buffer) => void {
+function messageCounter(onMessage: (type: number, body: Buffer) => void): (chunk: Buffer) => void {
   let pending: Buffer = Buffer.alloc(0)
   let typed = false
   return (chunk) => {
@@ -74,8 +95,21 @@ function messageCounter(onMessage: (type: number) => void): (chunk: Buffer) => v
       if (pending.length < 5) return
       const length = pending.readInt32BE(1)
       if (pending.length < length + 1) return
-      onMessage(pending[0] ?? 0)
+      onMessage(pending[0] ?? 0, pending.subarray(5, length + 1))
       pending = pending.subarray(length + 1)
     }
   }
+}
+
+/** The first `count` NUL-terminated strings of a message body. */
+function cStrings(body: Buffer, count: number): string[] {
+  const strings: string[] = []
+  let at = 0
+  while (strings.length < count && at < body.length) {
+    const end = body.indexOf(0, at)
+    if (end < 0) break
+    strings.push(body.toString('utf8', at, end))
+    at = end + 1
+  }
+  return strings
 }
