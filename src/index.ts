@@ -3,13 +3,13 @@ export { type Environment, EnvironmentError, readEnvironment } from './config/en
 export type { Database, Transaction } from './db/client.js'
 export { migrateLedger } from './db/migrate.js'
 export * as schema from './db/schema.js'
-export { forwardHandler } from './handlers/forward.js'
-export { type EventHandler, type HandlerContext, HandlerError, type HandlerResult } from './handlers/types.js'
+export { forwardHandler } from './delivery/forward.js'
 export { type AppDependencies, createApp } from './http/app.js'
 export type { ReceiveOutcome } from './inbound/receive.js'
 export type { Delivery, RejectionCode, Verification, Verifier } from './inbound/verifiers/index.js'
 export { createLogger, type Logger } from './logger.js'
 export { type Decision, decide as decideApproval } from './outbound/approvals.js'
+export type { EventHandler, HandlerContext } from './outbound/event-handler.js'
 export { payloadHash } from './outbound/hash.js'
 export {
   type HttpToolArgs,
@@ -39,4 +39,5 @@ export {
   type UndoResult,
 } from './outbound/tools.js'
 export { MAX_WAIT_MS } from './outbound/wait.js'
+export { HandlerError, type HandlerResult } from './queue/handler.js'
 export { type Role, type Service, type ServiceOptions, startService } from './service/service.js'

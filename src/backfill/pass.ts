@@ -10,7 +10,7 @@ import {
 } from '../db/backfill-cursors.js'
 import { LeaseLostError } from '../db/lease.js'
 import type { OrderingKeyRow } from '../db/ordering.js'
-import { orderingKeysOf } from '../delivery/ordering.js'
+import { orderingKeysOf } from '../inbound/ordering-keys.js'
 import type { Logger } from '../logger.js'
 import type { BackfillProvider } from './config.js'
 import { BackfillError, type BackfillErrorCode } from './errors.js'

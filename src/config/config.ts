@@ -23,7 +23,7 @@ import { outboundSettingsSchema } from '../outbound/settings.js'
 import { type AgentToken, agentsSchema, resolveNamedAgentTokens } from './agents.js'
 import { type AlertChannelConfig, alertsSchema } from './alerts.js'
 import { ConfigError } from './errors.js'
-import { orderingKeySchema, routesSchema } from './routes.js'
+import { orderingKeySchema, routeForwardSchema, routesSchema } from './routes.js'
 
 const SOURCE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
 
@@ -33,12 +33,13 @@ export const DEFAULT_RETENTION_DAYS = 30
 const statementTimeout = (defaultMs: number) => z.number().int().min(100).max(3_600_000).default(defaultMs)
 
 const forwardHandlerSchema = z.object({
-  /** `forward`: POST each event's raw body and signature headers to `url`. */
+  /**
+   * `forward`: POST each event's raw body and signature headers to `url`. It is the source's one
+   * route (`<source>/forward` on /metrics, in alerts and on /admin/routes): a route forward's
+   * `headers`, rate limit, concurrency cap, circuit breaker and 410 Gone handling apply to it.
+   */
   type: z.literal('forward'),
-  /** Where events are forwarded (http or https). */
-  url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }),
-  /** The time limit of one send; no answer by then is a failed attempt, retried with backoff. */
-  timeoutMs: z.number().int().min(100).max(120_000).default(10_000),
+  ...routeForwardSchema.shape,
 })
 
 export const handlerConfigSchema = z.discriminatedUnion('type', [forwardHandlerSchema])

@@ -4,10 +4,10 @@ import type { Source } from '../config/config.js'
 import type { ClaimBatcher } from '../db/claims.js'
 import { isLedgerUnavailable } from '../db/client.js'
 import { storableText } from '../db/text.js'
-import { orderingKeysOf } from '../delivery/ordering.js'
 import { traceparentOf } from '../tracing.js'
 import type { Backpressure, Refusal } from './backpressure.js'
 import { buildDedupKey } from './dedup-key.js'
+import { orderingKeysOf } from './ordering-keys.js'
 import type { RejectionCode } from './verifiers/index.js'
 
 export type ReceiveOutcome =

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { buildConfig } from '../../src/config/config.js'
-import type { EventHandler } from '../../src/handlers/types.js'
+import type { EventHandler } from '../../src/outbound/event-handler.js'
 import { defineTool } from '../../src/outbound/tools.js'
 import { statusCounts, useDeliveryTest } from '../support/delivery.js'
 import { FAST_RELAY, FAST_WORKER } from '../support/service.js'

@@ -1,7 +1,7 @@
 import type { Config } from '../../src/config/config.js'
 import { readEnvironment } from '../../src/config/env.js'
-import type { EventHandler } from '../../src/handlers/types.js'
 import { createLogger, type Logger } from '../../src/logger.js'
+import type { EventHandler } from '../../src/outbound/event-handler.js'
 import type { Tool } from '../../src/outbound/tools.js'
 import { type Role, type Service, startService } from '../../src/service/service.js'
 import { createTestDatabase, type TestDatabase } from './database.js'
