@@ -2,7 +2,13 @@ import { execFile } from 'node:child_process'
 import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
 import { buildConfig, type Config } from '../../src/config/config.js'
-import { adminCookie, deliverEvent, statusCounts, useDeliveryTest } from '../support/delivery.js'
+import {
+  adminCookie,
+  deliverEvent,
+  metricLine as metric,
+  statusCounts,
+  useDeliveryTest,
+} from '../support/delivery.js'
 import { FAST_RELAY, FAST_WORKER } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
@@ -25,11 +31,6 @@ function config(source: string, routes: unknown[], extra: Record<string, unknown
 }
 
 const statuses = (source: string) => statusCounts(t.database.sql, source)
-
-async function metric(url: string, name: string): Promise<string | undefined> {
-  const text = await (await fetch(`${url}/metrics`)).text()
-  return text.split('\n').find((line) => line.startsWith(name))
-}
 
 describe('circuit breaker', () => {
   it('opens after consecutive failures, stops spending attempts, and closes when the destination recovers', async () => {

@@ -6,7 +6,14 @@ import { json } from '../../src/db/operation-rows.js'
 import { forwardArgs } from '../../src/delivery/forward.js'
 import { payloadHash } from '../../src/outbound/hash.js'
 import { stepKey } from '../../src/outbound/keys.js'
-import { adminCookie, deliverEvent, statusCounts, useDeliveryTest } from '../support/delivery.js'
+import {
+  adminCookie,
+  busiestWindow,
+  deliverEvent,
+  metricLine as metric,
+  statusCounts,
+  useDeliveryTest,
+} from '../support/delivery.js'
 import { FAST_RELAY, FAST_WORKER } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
@@ -47,23 +54,6 @@ async function errorAttempts(source: string): Promise<number> {
     select count(*)::int as n from event_attempts a join inbound_events e on e.id = a.event_row_id
     where e.source = ${source} and a.outcome = 'error'`
   return row?.n ?? 0
-}
-
-async function metric(url: string, name: string): Promise<string | undefined> {
-  const text = await (await fetch(`${url}/metrics`)).text()
-  return text.split('\n').find((line) => line.startsWith(name))
-}
-
-/** The most arrivals within any window of `ms` that starts at an arrival. */
-function busiestWindow(times: readonly number[], ms: number): number {
-  const sorted = [...times].sort((a, b) => a - b)
-  let best = 0
-  let start = 0
-  for (let end = 0; end < sorted.length; end += 1) {
-    while ((sorted[end] ?? 0) - (sorted[start] ?? 0) >= ms) start += 1
-    best = Math.max(best, end - start + 1)
-  }
-  return best
 }
 
 describe('a source forward (handler: forward) is its one route', () => {
