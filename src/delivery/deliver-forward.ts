@@ -64,7 +64,11 @@ export async function deliverForward(
   if (admission.kind === 'wait') {
     return { kind: 'wait', retryAfterMs: admission.retryAfterMs, reason: admission.reason }
   }
-  let outcome: InvokeOutcome<ForwardResult> | undefined
+  // What the destination answered this time, for its guard: an invoke that sent nothing (a forward
+  // completed before, another worker's lease, a round a crashed worker left exhausted) says nothing
+  // about the destination's health.
+  let sent: { answer: ForwardResult | undefined } | undefined
+  let outcome: InvokeOutcome<ForwardResult>
   try {
     outcome = await tracedForward(context.trace, destination, route.spanRouteId, (traceparent) =>
       invoke(
@@ -75,15 +79,15 @@ export async function deliverForward(
           rejectionsStayOpen: true,
           idempotencyKey: route.idempotencyKey(context),
           traceparent,
+          answered: (answer) => {
+            sent = { answer }
+          },
         }),
         forwardArgs(context.source, context.eventId, context.raw),
       ),
     )
   } finally {
-    const details = outcome === undefined ? {} : detailsOf(outcome)
-    const retryAfterMs =
-      outcome !== undefined && 'details' in outcome ? retryAfterOf(outcome.details) : undefined
-    await admission.settle(verdictOf(outcome, details), retryAfterMs)
+    await admission.settle(verdictOf(sent), sent?.answer?.retryAfterMs)
   }
   if (outcome.kind === 'completed') return { kind: 'done', result: outcome.result }
   if (outcome.kind === 'retry_later') {
@@ -102,27 +106,13 @@ export async function deliverForward(
   return { kind: 'failed', error: describeOutcome(outcome), details }
 }
 
-/** A failing send counts against the destination only when it says something about its health. */
-function verdictOf(
-  outcome: InvokeOutcome<ForwardResult> | undefined,
-  details: HandlerResult,
-): DeliveryVerdict {
-  if (outcome === undefined) return { kind: 'failure' }
-  switch (outcome.kind) {
-    case 'completed':
-      return outcome.replayed ? { kind: 'neutral' } : { kind: 'success' }
-    case 'exhausted':
-    case 'failed': {
-      const status = details.responseStatus
-      return status === undefined || status >= 500 ? { kind: 'failure' } : { kind: 'neutral' }
-    }
-    default:
-      return { kind: 'neutral' }
-  }
-}
-
-function retryAfterOf(details: unknown): number | undefined {
-  if (typeof details !== 'object' || details === null) return undefined
-  const value = (details as Partial<ForwardResult>).retryAfterMs
-  return typeof value === 'number' ? value : undefined
+/**
+ * A send counts against its destination only when the answer says something about its health: a
+ * timeout, a connection error or a 5xx. No send at all counts for nothing.
+ */
+function verdictOf(sent: { answer: ForwardResult | undefined } | undefined): DeliveryVerdict {
+  if (sent === undefined) return { kind: 'neutral' }
+  const status = sent.answer?.status
+  if (status === undefined || status >= 500) return { kind: 'failure' }
+  return status >= 200 && status < 300 ? { kind: 'success' } : { kind: 'neutral' }
 }

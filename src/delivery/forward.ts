@@ -49,6 +49,8 @@ interface Delivery {
   rejectionsStayOpen?: boolean
   /** The forward span's W3C traceparent, sent so the destination's trace continues it. */
   traceparent?: string | undefined
+  /** Told of each send that went out: what the destination answered, or undefined for no answer. */
+  answered?: ((answer: ForwardResult | undefined) => void) | undefined
 }
 
 export interface ForwardResult {
@@ -97,6 +99,7 @@ export function forwardTool(destination: Destination, delivery: Delivery): Tool<
         guarded: false,
       })
       if (sent.kind !== 'answered') {
+        if (sent.kind === 'no_answer') delivery.answered?.(undefined)
         return {
           kind: sent.kind === 'not_sent' ? 'rejection' : 'unknown',
           error: `forward to ${config.url} failed: ${sent.error}`,
@@ -108,6 +111,7 @@ export function forwardTool(destination: Destination, delivery: Delivery): Tool<
         excerpt: storableExcerpt(sent.answer.body),
         ...(waitMs === undefined ? {} : { retryAfterMs: waitMs }),
       }
+      delivery.answered?.(result)
       const classified = classifyStatus(result.status)
       const kind = classified === 'rejection' && delivery.rejectionsStayOpen === true ? 'unknown' : classified
       if (kind === 'success') return { kind, result }
