@@ -83,8 +83,12 @@ function addShape(docs: Docs, shape: ts.ObjectLiteralExpression, source: ts.Sour
       .join(' ')
     fields.set(name, comment.replace(/\s+/g, ' ').trim())
   }
-  if (fields.size > 0) docs.set([...fields.keys()].sort().join(','), fields)
+  // A literal that spreads another shape is one part of a composed object, also with one key of its own.
+  const composed = shape.properties.some(ts.isSpreadAssignment) ? `,${SPREAD}` : ''
+  if (fields.size > 0) docs.set(`${[...fields.keys()].sort().join(',')}${composed}`, fields)
 }
+
+const SPREAD = '...'
 
 const UNITS: [RegExp, string][] = [
   [/Ms$/, 'ms'],
@@ -210,8 +214,10 @@ function walk(node: JsonSchema, path: string, docs: Docs, rows: Row[], inherited
 function composedDocs(docs: Docs, keys: readonly string[]): Map<string, string> {
   const merged = new Map<string, string>()
   for (const [signature, fields] of docs) {
-    const literalKeys = signature.split(',')
-    if (literalKeys.length < 2 || !literalKeys.every((key) => keys.includes(key))) continue
+    const parts = signature.split(',')
+    const literalKeys = parts.filter((key) => key !== SPREAD)
+    const spreads = literalKeys.length < parts.length
+    if ((literalKeys.length < 2 && !spreads) || !literalKeys.every((key) => keys.includes(key))) continue
     for (const [name, text] of fields) if (text !== '' && !merged.has(name)) merged.set(name, text)
   }
   return merged
@@ -262,7 +268,8 @@ README's [Environment](../README.md#environment) table.
 - **Every route's forward has a circuit breaker, always on**: ${breaker?.failureThreshold ?? '?'}
   consecutive failures open it, and it holds deliveries back for
   ${humanMs(breaker?.coolDownMs ?? 0)} before one probe goes through
-  (\`sources[].routes[].forward.circuitBreaker\`). A source's single \`handler\` forward has none.
+  (\`sources[].routes[].forward.circuitBreaker\`), and so has a source's \`handler\` forward, its one
+  route (\`sources[].handler{type=forward}.circuitBreaker\`).
 - **A destination that answers 410 Gone disables its route** until a person re-enables it; its
   deliveries are paused, never FAILED, and look again every
   ${humanMs(defaults.delivery.pausedRecheckMs)} (\`delivery.pausedRecheckMs\`).

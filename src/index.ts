@@ -4,12 +4,12 @@ export type { Delivery, RejectionCode, Verification, Verifier } from './config/v
 export type { Database, Transaction } from './db/client.js'
 export { migrateLedger } from './db/migrate.js'
 export * as schema from './db/schema.js'
-export { forwardHandler } from './handlers/forward.js'
-export { type EventHandler, type HandlerContext, HandlerError, type HandlerResult } from './handlers/types.js'
+export { forwardHandler } from './delivery/forward.js'
 export { type AppDependencies, createApp } from './http/app.js'
 export type { ReceiveOutcome } from './inbound/receive.js'
 export { createLogger, type Logger } from './logger.js'
 export { type Decision, decide as decideApproval } from './outbound/approvals.js'
+export type { EventHandler, HandlerContext } from './outbound/event-handler.js'
 export { payloadHash } from './outbound/hash.js'
 export {
   type HttpToolArgs,
@@ -39,5 +39,6 @@ export {
   type UndoResult,
 } from './outbound/tools.js'
 export { MAX_WAIT_MS } from './outbound/wait.js'
+export { HandlerError, type HandlerResult } from './queue/handler.js'
 export { buildConfig, loadConfig } from './service/config.js'
 export { type Role, type Service, type ServiceOptions, startService } from './service/service.js'

@@ -11,7 +11,7 @@ import {
 } from '../db/backfill-cursors.js'
 import { LeaseLostError } from '../db/lease.js'
 import type { OrderingKeyRow } from '../db/ordering.js'
-import { orderingKeysOf } from '../delivery/ordering.js'
+import { orderingKeysOf } from '../inbound/ordering-keys.js'
 import type { Logger } from '../logger.js'
 import { BackfillError, type BackfillErrorCode } from './errors.js'
 import { githubSweep } from './github.js'

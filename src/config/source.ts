@@ -2,7 +2,7 @@ import { z } from 'zod'
 import { backfillConfigSchema, backfillProblems } from './backfill.js'
 import { dedupKeySchema } from './dedup-key.js'
 import { evidenceRulesSchema } from './evidence.js'
-import { orderingKeySchema, routesSchema } from './routes.js'
+import { orderingKeySchema, routeForwardSchema, routesSchema } from './routes.js'
 import { verifyConfigSchema } from './verify.js'
 
 const SOURCE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
@@ -11,12 +11,13 @@ const SOURCE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
 export const DEFAULT_RETENTION_DAYS = 30
 
 const forwardHandlerSchema = z.object({
-  /** `forward`: POST each event's raw body and signature headers to `url`. */
+  /**
+   * `forward`: POST each event's raw body and signature headers to `url`. It is the source's one
+   * route (`<source>/forward` on /metrics, in alerts and on /admin/routes): a route forward's
+   * `headers`, rate limit, concurrency cap, circuit breaker and 410 Gone handling apply to it.
+   */
   type: z.literal('forward'),
-  /** Where events are forwarded (http or https). */
-  url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' }),
-  /** The time limit of one send; no answer by then is a failed attempt, retried with backoff. */
-  timeoutMs: z.number().int().min(100).max(120_000).default(10_000),
+  ...routeForwardSchema.shape,
 })
 
 export const handlerConfigSchema = z.discriminatedUnion('type', [forwardHandlerSchema])

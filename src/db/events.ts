@@ -142,7 +142,7 @@ export async function leaseEvents(
       returning e.id, e.lease_token, e.source, e.event_id, e.event_type, e.body, e.headers, e.attempts,
                 e.received_at, e.status, e.lease_until, e.trace_parent),
     claim_input as (
-      -- The claim the forward's invoke would make (src/handlers/forward.ts): the key is
+      -- The claim the forward's invoke would make (src/delivery/source-forward.ts): the key is
       -- stepKey([source, event id], 'forward'), the payload hash is payloadHash({ source, eventId,
       -- bodySha256 }), RFC 8785 JSON whose keys sort as written here and whose strings to_json escapes
       -- as JSON.stringify does. test/queue/forward-claim.test.ts holds both to the same answers.

@@ -303,6 +303,19 @@ export const releaseFor = (db: Database, held: Held, delayMs: number, unheldToke
     details: { retryAfterMs: delayMs },
   })
 
+/**
+ * Hands back a claim whose attempt was never sent (the worker's lease claimed a forward whose
+ * delivery then had to wait): the attempt is closed as not sent and the lease dropped, so the next
+ * claim takes the operation over at once and sends it as a new attempt.
+ */
+export const releaseUnsent = (db: Database, held: Held, attempt: number) =>
+  change(db.$client, held, {
+    set: (sql) => sql`lease_token = null, lease_until = null`,
+    event: 'released',
+    details: { attempt, reason: 'not sent' },
+    attempt: { attempt, status: 'not_sent' },
+  })
+
 /** Reconciliation found the effect: success with its evidence, and nothing runs. */
 export const recordReconciledFound = (
   db: Database,

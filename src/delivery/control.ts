@@ -1,27 +1,30 @@
 import type { Config } from '../config/config.js'
 import type { LedgerView } from '../db/client.js'
-import type { EventInvoker } from '../handlers/types.js'
 import type { Logger } from '../logger.js'
 import { addGauge, type Metrics } from '../metrics.js'
+import type { EventInvoker } from '../outbound/event-handler.js'
 import type { JobQueue } from '../queue/backend.js'
 import { producerConnection } from '../queue/connections.js'
 import { type ProcessEventData, processEventLaterJob } from '../queue/jobs.js'
+import { disabledRoutesView } from './disabled-routes.js'
 import type { FanOutDependencies } from './fan-out.js'
+import { forwardDestination } from './forward.js'
 import type { CircuitView, Destination, DestinationGuard, GuardEvents } from './guard.js'
 import { createMemoryGuard } from './memory-guard.js'
 import { createRedisGuard } from './redis-guard.js'
+import { deliveryRoutesOf } from './source-forward.js'
 
 export interface DeliveryControl {
-  /** What the worker's route handlers need. */
+  /** What the worker's forward and route handlers need. */
   fanOut: FanOutDependencies
-  /** Every route's forward destination, for /metrics and the admin page. */
+  /** Every forward destination (each route's, each source's own), for /metrics, alerts and the admin page. */
   destinations: readonly Destination[]
   circuit(destinationId: string): Promise<CircuitView>
   close(): Promise<void>
 }
 
 /**
- * The guard over every route destination (Redis when the queue is BullMQ, so every worker process
+ * The guard over every forward destination (Redis when the queue is BullMQ, so every worker process
  * shares the limits; memory with the in-process queue, where one process runs everything), and
  * each destination's circuit on /metrics.
  */
@@ -45,19 +48,21 @@ export function startDeliveryControl(deps: {
       ? createMemoryGuard(logger, deps.events)
       : createRedisGuard(quietConnection(deps.redisUrl), deps.queuePrefix, logger, deps.events)
   const destinations = [...config.sources.values()].flatMap((source) =>
-    (source.config.routes ?? []).flatMap((route) =>
-      route.forward === undefined ? [] : [{ id: `${source.config.id}/${route.id}`, limits: route.forward }],
+    deliveryRoutesOf(source.config).flatMap((route) =>
+      route.forward === undefined
+        ? []
+        : [forwardDestination(`${source.config.id}/${route.id}`, route.forward)],
     ),
   )
   const circuitGauges = [
     {
       name: 'hookledger_destination_circuit_open',
-      help: 'Whether the circuit breaker of a route destination is open (1, also half-open) or closed (0)',
+      help: 'Whether the circuit breaker of a forward destination is open (1, also half-open) or closed (0)',
       value: (view: CircuitView) => (view.state === 'closed' ? 0 : 1),
     },
     {
       name: 'hookledger_destination_consecutive_failures',
-      help: 'Consecutive failed deliveries (timeouts, 5xx, connection errors) to a route destination',
+      help: 'Consecutive failed deliveries (timeouts, 5xx, connection errors) to a forward destination',
       value: (view: CircuitView) => view.failures,
     },
   ]
@@ -81,6 +86,8 @@ export function startDeliveryControl(deps: {
       sql: deps.ledger.sql,
       guard,
       invoker: deps.invoker,
+      destinations: new Map(destinations.map((destination) => [destination.id, destination])),
+      disabledRoutes: disabledRoutesView(deps.ledger.db),
       pausedRecheckMs: config.file.delivery.pausedRecheckMs,
       ordering: {
         recheckMs: config.file.delivery.orderingRecheckMs,
@@ -95,7 +102,7 @@ export function startDeliveryControl(deps: {
         },
         logger,
       },
-      ...(deps.events?.onRouteDisabled === undefined ? {} : { onRouteDisabled: deps.events.onRouteDisabled }),
+      onRouteDisabled: deps.events?.onRouteDisabled,
     },
     destinations,
     circuit: (id) => guard.circuit(id),

@@ -1,49 +1,42 @@
-import type postgres from 'postgres'
-import type { RouteConfig, RouteForward } from '../config/routes.js'
+import type { RouteConfig } from '../config/routes.js'
 import type { Database } from '../db/client.js'
 import {
-  disableRoute,
   lockEventRoute,
   markEventRouteDone,
   type RouteOutcome,
   readRouteStates,
   recordRouteOutcomes,
 } from '../db/event-routes.js'
+import { type EventHandler, type EventInvoker, eventRunOf } from '../outbound/event-handler.js'
 import {
-  describeOutcome,
-  detailsOf,
-  type ForwardResult,
-  forwardArgs,
-  forwardTool,
-  tracedForward,
-} from '../handlers/forward.js'
-import {
-  type DirectContext,
-  type EventHandler,
-  type EventInvoker,
+  type EventContext,
   HandlerError,
   type HandlerResult,
   RetryLaterError,
   type SourceHandler,
-} from '../handlers/types.js'
-import type { InvokeOutcome } from '../outbound/outcomes.js'
-import { traceIdIn } from '../tracing.js'
+} from '../queue/handler.js'
+import { deliverForward, type ForwardDeliveryDependencies, type ForwardRoute } from './deliver-forward.js'
+import type { DisabledRoutes } from './disabled-routes.js'
 import { compileFilter, type EventFilter } from './filter.js'
-import type { DeliveryVerdict, Destination, DestinationGuard } from './guard.js'
+import type { Destination } from './guard.js'
 import { type OrderingSettings, orderedScope } from './ordering.js'
 
-export interface FanOutDependencies {
+/** What a source's forward and routes run with in a worker process (control.ts makes them). */
+export interface FanOutDependencies extends ForwardDeliveryDependencies {
   db: Database
-  sql: postgres.Sql
-  guard: DestinationGuard
-  /** The outbound ledger, keyed `<source>:<event id>:route:<route id>[:<step>]` for routes. */
+  /**
+   * The outbound ledger: `ctx.invoke` of handlers in code and every forward's operation, keyed
+   * `<source>:<event id>:route:<route id>[:<step>]` for routes.
+   */
   invoker: EventInvoker
+  /** Every configured forward's destination, by id (`<source>/<route id>`). */
+  destinations: ReadonlyMap<string, Destination>
+  /** What a source's own forward knows of the disabled routes (its routes read theirs per event). */
+  disabledRoutes: DisabledRoutes
   /** How long a delivery to a disabled route waits before it looks again. */
   pausedRecheckMs: number
   /** How soon a delivery held back by its ordering key looks again. */
   ordering: OrderingSettings
-  /** A 410 Gone just disabled this route (called once, by the worker that disabled it). */
-  onRouteDisabled?: (source: string, routeId: string, reason: string) => void
 }
 
 interface CompiledRoute {
@@ -64,7 +57,7 @@ interface RouteWait {
   quiet?: boolean
 }
 
-type RouteContext = DirectContext & { disabledReason: string | undefined }
+type RouteContext = EventContext & { disabledReason: string | undefined }
 
 /**
  * A source's routes as the worker runs them: each route the event matches is its own delivery, a
@@ -163,9 +156,13 @@ function routeRunner(
   codeHandlers: ReadonlyMap<string, EventHandler>,
 ): CompiledRoute['run'] {
   if (route.forward !== undefined) {
-    const forward = route.forward
-    const destination: Destination = { id: `${source}/${route.id}`, limits: forward }
-    return (context) => runForward(deps, route.id, forward, destination, context)
+    const forward: ForwardRoute = {
+      id: route.id,
+      destination: destinationFor(deps, source, route.id),
+      idempotencyKey: (context) => `${context.source}:${context.eventId}:${route.id}`,
+      spanRouteId: route.id,
+    }
+    return (context) => runForward(deps, forward, context)
   }
   const handler = route.handler === undefined ? undefined : codeHandlers.get(route.handler)
   if (handler === undefined) {
@@ -174,13 +171,19 @@ function routeRunner(
   return (context) => runCode(deps, route.id, handler, context)
 }
 
+/** The destination of a source's forward route, made once for the process (control.ts). */
+export function destinationFor(deps: FanOutDependencies, source: string, routeId: string): Destination {
+  const destination = deps.destinations.get(`${source}/${routeId}`)
+  if (destination === undefined) throw new TypeError(`route '${source}/${routeId}' has no destination`)
+  return destination
+}
+
 async function runForward(
   deps: FanOutDependencies,
-  routeId: string,
-  forward: RouteForward,
-  destination: Destination,
+  route: ForwardRoute,
   context: RouteContext,
 ): Promise<RouteOutcome | RouteWait> {
+  const routeId = route.id
   if (context.disabledReason !== undefined) {
     return {
       routeId,
@@ -189,91 +192,31 @@ async function runForward(
       reason: `route '${routeId}' is disabled (${context.disabledReason}); re-enable it to deliver`,
     }
   }
-  const admission = await deps.guard.admit(destination)
-  if (admission.kind === 'wait') {
-    return { routeId, status: 'waiting', retryAfterMs: admission.retryAfterMs, reason: admission.reason }
-  }
-  let outcome: InvokeOutcome<ForwardResult> | undefined
-  try {
-    const invoke = deps.invoker({ ...runOf(context), scope: ['route'] })
-    outcome = await tracedForward(context.trace, forward, routeId, (traceparent) =>
-      invoke(
-        forwardTool(forward, {
-          raw: context.raw,
-          headers: context.headers,
-          signal: context.signal,
-          rejectionsStayOpen: true,
-          idempotencyKey: `${context.source}:${context.eventId}:${routeId}`,
-          traceparent,
-        }),
+  const invoke = deps.invoker({ ...eventRunOf(context), scope: ['route'] })
+  const delivered = await deliverForward(deps, route, context, (tool, args) => invoke(tool, routeId, args))
+  switch (delivered.kind) {
+    case 'done':
+      return { routeId, status: 'done', ran: true, responseStatus: delivered.result.status }
+    case 'wait':
+      return { routeId, status: 'waiting', retryAfterMs: delivered.retryAfterMs, reason: delivered.reason }
+    case 'paused':
+      return {
         routeId,
-        forwardArgs(context.source, context.eventId, context.raw),
-      ),
-    )
-  } finally {
-    const details = outcome === undefined ? {} : detailsOf(outcome)
-    const retryAfterMs =
-      outcome !== undefined && 'details' in outcome ? retryAfterOf(outcome.details) : undefined
-    await admission.settle(verdictOf(outcome, details), retryAfterMs)
-  }
-  if (outcome.kind === 'completed') {
-    return { routeId, status: 'done', ran: true, responseStatus: outcome.result.status }
-  }
-  if (outcome.kind === 'retry_later') {
-    return {
-      routeId,
-      status: 'waiting',
-      retryAfterMs: outcome.retryAfterMs,
-      reason: describeOutcome(outcome),
-    }
-  }
-  const details = detailsOf(outcome)
-  if (details.responseStatus === 410) {
-    // Standard Webhooks: 410 Gone means "stop sending". Pause the route for a person, never fail it.
-    const reason = `${forward.url} answered 410 Gone`
-    if (await disableRoute(deps.sql, context.source, routeId, reason)) {
-      context.logger.warn({ route: routeId }, `route disabled: ${reason}`)
-      deps.onRouteDisabled?.(context.source, routeId, reason)
-    }
-    return {
-      routeId,
-      status: 'paused',
-      retryAfterMs: deps.pausedRecheckMs,
-      reason: `route '${routeId}': ${reason}`,
-    }
-  }
-  return {
-    routeId,
-    status: 'failed',
-    ran: true,
-    error: describeOutcome(outcome),
-    responseStatus: details.responseStatus,
-  }
-}
-
-/** A failing send counts against the destination only when it says something about its health. */
-function verdictOf(
-  outcome: InvokeOutcome<ForwardResult> | undefined,
-  details: HandlerResult,
-): DeliveryVerdict {
-  if (outcome === undefined) return { kind: 'failure' }
-  switch (outcome.kind) {
-    case 'completed':
-      return outcome.replayed ? { kind: 'neutral' } : { kind: 'success' }
-    case 'exhausted':
-    case 'failed': {
-      const status = details.responseStatus
-      return status === undefined || status >= 500 ? { kind: 'failure' } : { kind: 'neutral' }
-    }
+        status: 'paused',
+        retryAfterMs: deps.pausedRecheckMs,
+        reason: `route '${routeId}': ${delivered.reason}`,
+      }
+    case 'failed':
+      return {
+        routeId,
+        status: 'failed',
+        ran: true,
+        error: delivered.error,
+        responseStatus: delivered.details.responseStatus,
+      }
     default:
-      return { kind: 'neutral' }
+      return delivered satisfies never
   }
-}
-
-function retryAfterOf(details: unknown): number | undefined {
-  if (typeof details !== 'object' || details === null) return undefined
-  const value = (details as Partial<ForwardResult>).retryAfterMs
-  return typeof value === 'number' ? value : undefined
 }
 
 /**
@@ -294,20 +237,11 @@ async function runCode(
     const result = await handler({
       ...handlerContext,
       tx,
-      invoke: deps.invoker({ ...runOf(context), scope: ['route', routeId] }),
+      invoke: deps.invoker({ ...eventRunOf(context), scope: ['route', routeId] }),
     })
     await markEventRouteDone(tx, context.eventRowId, routeId, result?.responseStatus ?? undefined)
     return { routeId, status: 'done', ran: true, responseStatus: result?.responseStatus }
   })
-}
-
-function runOf(context: RouteContext) {
-  return {
-    source: context.source,
-    eventId: context.eventId,
-    runId: `${context.eventRowId}/${context.attempt}`,
-    traceId: traceIdIn(context.trace),
-  }
 }
 
 function asOutcome(result: RouteOutcome | RouteWait): RouteOutcome {

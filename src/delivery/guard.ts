@@ -1,11 +1,20 @@
 import { randomUUID } from 'node:crypto'
+import type { Dispatcher } from 'undici'
 import type { RouteForward } from '../config/routes.js'
 import type { Logger } from '../logger.js'
 
-/** A route's forward destination as the guard knows it: `<source>/<route id>` and its limits. */
+/**
+ * A configured forward's destination: a route's, or a source's own forward (its one route). The guard
+ * protects it by `id`; the forward tool (forward.ts) sends to `url` over `connections`.
+ */
 export interface Destination {
+  /** `<source>/<route id>`: the key of its limits and circuit, its label on /metrics and in alerts. */
   id: string
-  limits: Pick<RouteForward, 'rateLimit' | 'concurrency' | 'circuitBreaker' | 'timeoutMs'>
+  /** Its url, headers and time limit, and the limits the guard keeps. */
+  forward: RouteForward
+  url: URL
+  /** Keep-alive connections to this destination only, reused by every event forwarded to it. */
+  connections: Dispatcher
 }
 
 /** How one admitted delivery ended, as far as protecting its destination goes. */
@@ -120,7 +129,7 @@ async function admit(
   events: GuardEvents,
   logger: Logger,
 ): Promise<Admission> {
-  const { id, limits } = destination
+  const { id, forward: limits } = destination
   const token = randomUUID()
   // A slot or a probe outlives the send it guards, so a worker that died mid-send frees it in time.
   const holdMs = limits.timeoutMs + 5000

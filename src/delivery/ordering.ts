@@ -1,19 +1,15 @@
-import { createHash } from 'node:crypto'
 import type postgres from 'postgres'
-import type { SourceConfig } from '../config/config.js'
 import {
   catchUpOrderingKeys,
   findOrderingHead,
   type OrderingHead,
-  type OrderingKeyRow,
   recordOrderingKey,
   releaseOrderingKey,
   SOURCE_SCOPE,
 } from '../db/ordering.js'
-import { RetryLaterError, type SourceHandler } from '../handlers/types.js'
+import { compileOrderingKey, type OrderingKey } from '../inbound/ordering-keys.js'
 import type { Logger } from '../logger.js'
-import { canonicalJson } from '../outbound/hash.js'
-import { parsePointer, resolvePointer } from './filter.js'
+import { RetryLaterError, type SourceHandler } from '../queue/handler.js'
 
 export interface OrderingSettings {
   /**
@@ -29,57 +25,6 @@ export interface OrderingSettings {
   /** Starts an event in `delayMs` (a job of its own): the next of a key whose event just finished. */
   handOff: (eventRowId: string, delayMs: number) => Promise<unknown>
   logger: Logger
-}
-
-/** An ordering key compiled once: the pointer's tokens, and the key of an event (or none). */
-export interface OrderingKey {
-  pointer: string
-  /** The event's key hash, or undefined when the event has no value at the pointer. */
-  of(event: unknown): string | undefined
-}
-
-export function compileOrderingKey(pointer: string): OrderingKey {
-  const path = parsePointer(pointer)
-  return {
-    pointer,
-    of(event) {
-      const resolved = resolvePointer(event, path)
-      // An event without the key (or a body that is not JSON) is not ordered against anything.
-      if (!resolved.found) return undefined
-      // Canonical JSON, so key order and number spelling never split one key in two; the pointer
-      // is hashed too, so a changed pointer never meets the keys written under the old one.
-      return createHash('sha256')
-        .update(`${pointer}\n${canonicalJson(resolved.value)}`)
-        .digest('hex')
-    },
-  }
-}
-
-const compiledKeys = new WeakMap<SourceConfig, Array<{ routeId: string; key: OrderingKey }>>()
-
-/**
- * An event's keys in each ordered scope of its source (its own orderingKey, each route's), written
- * with its claim so the head lookup finds it before any worker has looked at it.
- */
-export function orderingKeysOf(source: SourceConfig, event: unknown): OrderingKeyRow[] {
-  let keys = compiledKeys.get(source)
-  if (keys === undefined) {
-    keys = [
-      ...(source.orderingKey === undefined
-        ? []
-        : [{ routeId: SOURCE_SCOPE, key: compileOrderingKey(source.orderingKey) }]),
-      ...(source.routes ?? []).flatMap((route) =>
-        route.orderingKey === undefined
-          ? []
-          : [{ routeId: route.id, key: compileOrderingKey(route.orderingKey) }],
-      ),
-    ]
-    compiledKeys.set(source, keys)
-  }
-  return keys.flatMap(({ routeId, key }) => {
-    const keyHash = key.of(event)
-    return keyHash === undefined ? [] : [{ routeId, keyHash }]
-  })
 }
 
 /** One ordered scope at run time: a source's own key, or a route's. */
@@ -180,19 +125,25 @@ function blockedMessage(key: OrderingKey, head: OrderingHead, where: string): st
   return `waits for event ${head.eventId} (${head.status}), which has the same ordering key (${key.pointer})${where} and came first`
 }
 
-/** A source's handler behind its ordering key: run only once the event is first in line, and hand off after. */
+/**
+ * A source's handler behind its ordering key: run only once the event is first in line, and hand off
+ * after. Its lease claims no forward (`forwardLeaseMs` is left out): an event that must wait would
+ * hold a claim it cannot use.
+ */
 export function orderedHandler(handler: SourceHandler, scope: OrderedScope): SourceHandler {
   const done = async (eventRowId: string) => {
     await handler.done?.(eventRowId)
     await scope.release(eventRowId)
   }
+  const before = handler.before
   if (handler.kind === 'direct') {
     return {
       kind: 'direct',
-      run: async (context) => {
+      run: async (context, attempt) => {
         await scope.wait(context)
-        return handler.run(context)
+        return handler.run(context, attempt)
       },
+      before,
       done,
     }
   }
@@ -202,6 +153,7 @@ export function orderedHandler(handler: SourceHandler, scope: OrderedScope): Sou
       await scope.wait(context)
       return handler.run(context)
     },
+    before,
     done,
   }
 }

@@ -1,21 +1,33 @@
 import { type Config, ConfigError } from '../config/config.js'
-import { forwardDelivery, forwardToolTimeoutMs } from '../handlers/forward.js'
-import type { EventHandler, SourceHandler } from '../handlers/types.js'
+import { type EvidenceIntake, withEvidence } from '../inbound/evidence.js'
+import { type EventHandler, type EventInvoker, eventRunOf } from '../outbound/event-handler.js'
 import { toolLeaseMs } from '../outbound/machine.js'
+import type { SourceHandler } from '../queue/handler.js'
 import { type FanOutDependencies, routesHandler } from './fan-out.js'
+import { forwardToolTimeoutMs } from './forward.js'
 import { orderedHandler, orderedScope } from './ordering.js'
+import { sourceForwardHandler } from './source-forward.js'
+
+/** What the handlers run with in a worker process. */
+export interface HandlerRuntime {
+  fanOut: FanOutDependencies
+  /** The evidence rules' step, for the sources that have rules (undefined: none has). */
+  evidence: EvidenceIntake | undefined
+}
 
 /**
- * Each source's handler: one registered in code under the source's id, the config's `handler`, or
- * its `routes` (whose code routes name handlers registered in code). Every mismatch between the
- * config and the code is reported at once. Without `fanOut` it only checks (at start-up, before any
- * connection is opened): route sources then get a handler that refuses to run.
+ * Each source's handler: one registered in code under the source's id, the config's `handler` (the
+ * source's own forward, its one route), or its `routes` (whose code routes name handlers registered
+ * in code), behind its ordering key and after its evidence rules' step. Every mismatch between the
+ * config and the code is reported at once. Without `runtime` it only checks (at start-up, before any
+ * connection is opened): forward and route sources then get a handler that refuses to run.
  */
 export function resolveHandlers(
   config: Config,
   code: Readonly<Record<string, EventHandler>>,
-  fanOut: FanOutDependencies | undefined,
+  runtime: HandlerRuntime | undefined,
 ): Map<string, SourceHandler> {
+  const fanOut = runtime?.fanOut
   const handlers = new Map<string, SourceHandler>()
   const problems: string[] = []
   const routeHandlerNames = new Set<string>()
@@ -43,13 +55,12 @@ export function resolveHandlers(
         `source '${id}': has ${routes === undefined ? 'a handler' : 'routes'} in the config file and a handler registered in code; keep one`,
       )
     } else if (fromCode !== undefined) {
-      handlers.set(id, { kind: 'transactional', run: fromCode })
+      handlers.set(id, fanOut === undefined ? notStarted : codeHandler(fromCode, fanOut.invoker))
     } else if (fromConfig !== undefined) {
-      handlers.set(id, {
-        kind: 'direct',
-        run: forwardDelivery(fromConfig),
-        forwardLeaseMs: toolLeaseMs(config.file.outbound, { timeoutMs: forwardToolTimeoutMs(fromConfig) }),
+      const forwardLeaseMs = toolLeaseMs(config.file.outbound, {
+        timeoutMs: forwardToolTimeoutMs(fromConfig),
       })
+      handlers.set(id, fanOut === undefined ? notStarted : sourceForwardHandler(fanOut, id, forwardLeaseMs))
     } else if (routes !== undefined) {
       const named = new Map(
         routes.flatMap((route) => {
@@ -61,8 +72,8 @@ export function resolveHandlers(
       )
       handlers.set(id, fanOut === undefined ? notStarted : routesHandler(fanOut, id, routes, named))
     } else if (source.config.evidence !== undefined) {
-      // A source that only settles operations (a payment provider's events): the worker's evidence
-      // step is all its events need, so they are DONE once it ran.
+      // A source that only settles operations (a payment provider's events): its evidence step
+      // (withEvidence, below) is all its events need, so they are DONE once it ran.
       handlers.set(id, { kind: 'direct', run: async () => ({}) })
     } else {
       problems.push(
@@ -70,13 +81,22 @@ export function resolveHandlers(
       )
     }
   }
-  if (fanOut !== undefined) {
+  if (runtime !== undefined) {
     for (const [id, handler] of handlers) {
-      const pointer = config.sources.get(id)?.config.orderingKey
-      if (pointer !== undefined) {
-        const scope = orderedScope(fanOut.sql, fanOut.ordering, { source: id, pointer })
-        handlers.set(id, orderedHandler(handler, scope))
+      const { orderingKey, evidence } = config.sources.get(id)?.config ?? {}
+      let wrapped = handler
+      if (orderingKey !== undefined) {
+        const scope = orderedScope(runtime.fanOut.sql, runtime.fanOut.ordering, {
+          source: id,
+          pointer: orderingKey,
+        })
+        wrapped = orderedHandler(wrapped, scope)
       }
+      // Outermost: the evidence step runs first, before an ordering key holds the event back.
+      if (runtime.evidence !== undefined && evidence !== undefined && evidence.length > 0) {
+        wrapped = withEvidence(wrapped, runtime.evidence)
+      }
+      handlers.set(id, wrapped)
     }
   }
   if (problems.length > 0)
@@ -84,9 +104,17 @@ export function resolveHandlers(
   return handlers
 }
 
+/** A handler registered in code: run in the transaction that marks DONE, with `ctx.invoke` under the event's key. */
+export function codeHandler(handler: EventHandler, invoker: EventInvoker): SourceHandler {
+  return {
+    kind: 'transactional',
+    run: (context) => handler({ ...context, invoke: invoker(eventRunOf(context)) }),
+  }
+}
+
 const notStarted: SourceHandler = {
   kind: 'direct',
   run: async () => {
-    throw new Error('routes are not started in this process')
+    throw new Error('deliveries are not started in this process')
   },
 }

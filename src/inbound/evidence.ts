@@ -7,12 +7,14 @@ import type { LeasedEvent } from '../db/events.js'
 import { recordEvidence } from '../db/evidence.js'
 import type { Logger } from '../logger.js'
 import { settleFromEvidence } from '../outbound/evidence.js'
+import type { SourceHandler } from '../queue/handler.js'
 import type { TraceScope } from '../tracing.js'
 import { readEvidence } from './evidence-rules.js'
 
 /**
- * The worker's first step for an event of a source with evidence rules: keep what the event says
- * about an outbound operation, then apply it if the operation's outcome is unknown.
+ * The first step of the worker's attempt at an event of a source with evidence rules (withEvidence):
+ * keep what the event says about an outbound operation, then apply it if the operation's outcome is
+ * unknown.
  *
  * Done by the worker rather than at intake: the receive path stays one batched INSERT per moment of
  * load (and an api-only process needs no outbound ledger), while the worker already guarantees every
@@ -84,6 +86,23 @@ export function evidenceIntake(deps: {
           'an inbound event settled an operation whose outcome was unknown',
         )
       }
+    },
+  }
+}
+
+/**
+ * A source's handler with its evidence rules' step first: the worker runs `before` ahead of the
+ * handler on every attempt, outside the handler's transaction and deadline, so the settlement commits
+ * on its own and a failing handler never holds it back. An evidence-only source's handler does
+ * nothing else: its events are DONE once the step ran.
+ */
+export function withEvidence(handler: SourceHandler, intake: EvidenceIntake): SourceHandler {
+  const next = handler.before
+  return {
+    ...handler,
+    async before(event, trace) {
+      await intake.take(event, trace)
+      await next?.(event, trace)
     },
   }
 }

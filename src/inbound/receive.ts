@@ -5,10 +5,10 @@ import type { RejectionCode } from '../config/verifier.js'
 import type { ClaimBatcher } from '../db/claims.js'
 import { isLedgerUnavailable } from '../db/client.js'
 import { storableText } from '../db/text.js'
-import { orderingKeysOf } from '../delivery/ordering.js'
 import { traceparentOf } from '../tracing.js'
 import type { Backpressure, Refusal } from './backpressure.js'
 import { buildDedupKey } from './dedup-key.js'
+import { orderingKeysOf } from './ordering-keys.js'
 
 export type ReceiveOutcome =
   | { kind: 'accepted'; id: string }

@@ -1,9 +1,9 @@
 import { defaultOutboundSettings, type OutboundSettings } from '../config/outbound.js'
 import type { Database } from '../db/client.js'
 import { type Failpoints, noFailpoints } from '../failpoints.js'
-import type { EventInvoker } from '../handlers/types.js'
 import type { Logger } from '../logger.js'
 import { type CompensateOutcome, compensate } from './compensate.js'
+import type { EventInvoker } from './event-handler.js'
 import { type InvokeRequest, invoke } from './invoke.js'
 import { stepKey } from './keys.js'
 import { type Machine, noReconcileScheduler, type ReconcileScheduler } from './machine.js'
@@ -91,12 +91,15 @@ export function eventInvoker(ledger: OutboundLedger): EventInvoker {
   return (event) => async (tool, step, args, options) => {
     const attempt = event.attempt
     const last = options?.last
+    // The lease's claim goes to the last step, which takes it: the worker hands back one left over.
+    const claimed = last === undefined ? undefined : attempt?.claimed
+    if (attempt !== undefined && claimed !== undefined) attempt.claimed = undefined
     const outcome = await ledger.invoke(tool, {
       key: stepKey([event.source, event.eventId, ...(event.scope ?? [])], step),
       args,
       runId: event.runId,
       ...(event.traceId === undefined ? {} : { traceId: event.traceId }),
-      claimed: last === undefined ? undefined : attempt?.claimed,
+      claimed,
       eventDone:
         attempt === undefined || last === undefined
           ? undefined

@@ -1,7 +1,7 @@
 import type { Logger } from '../logger.js'
 import type { ProcessOptions } from './backend.js'
+import { describeError } from './errors.js'
 import { isOutOfMemory } from './redis-health.js'
-import { describeError } from './run-leased.js'
 
 /**
  * BullMQ's answer when it finishes a job whose hash is gone: Redis evicted or flushed it while the

@@ -2,18 +2,20 @@ import { type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api'
 import { backoffDelay } from '../backoff.js'
 import { type LeasedEvent, lockLeasedEvent, markAttemptFailed, markDone, releaseLease } from '../db/events.js'
 import { LeaseLostError } from '../db/lease.js'
+import { releaseUnsent } from '../db/operations.js'
 import { withAbortDeadline } from '../deadline.js'
+import type { Logger } from '../logger.js'
+import { contextUnder, scopeOf, TRACING_OFF, type TraceScope, traceIdOf } from '../tracing.js'
+import { done, type JobResult, runAgainAt } from './backend.js'
+import { describeError } from './errors.js'
 import {
-  type DirectContext,
   type EventAttempt,
+  type EventContext,
   HandlerError,
   type HandlerResult,
   RetryLaterError,
-} from '../handlers/types.js'
-import type { Logger } from '../logger.js'
-import { contextUnder, scopeOf, TRACING_OFF, type TraceScope, traceIdIn, traceIdOf } from '../tracing.js'
-import { done, type JobResult, runAgainAt } from './backend.js'
-import type { Batches, WorkerDependencies } from './worker.js'
+} from './handler.js'
+import type { Batches, WorkerDependencies } from './worker-dependencies.js'
 
 // A leased row's run, once the worker (worker.ts) has its lease and a handler slot: the handler under
 // its deadline, then DONE, or the failure recorded with a backoff.
@@ -79,21 +81,23 @@ async function runAttempt(
   const startedAt = new Date()
   const handler = deps.handlers.get(row.source)
   const trace = scopeOf(tracer, span)
+  // Given to a direct handler: its last step may mark the event DONE with its success, and take the
+  // forward the lease claimed.
+  const attempt: EventAttempt = {
+    eventRowId: row.id,
+    leaseToken,
+    attempt: row.attempts,
+    startedAt,
+    done: false,
+    claimed: row.forwardClaim,
+    lastCallSucceeded: releaseHandler,
+  }
   try {
-    await deps.evidence?.take(row, trace)
+    await handler?.before?.(row, trace)
     if (handler === undefined) throw new HandlerError(`no handler is configured for source '${row.source}'`)
     if (handler.kind === 'direct') {
-      const attempt: EventAttempt = {
-        eventRowId: row.id,
-        leaseToken,
-        attempt: row.attempts,
-        startedAt,
-        done: false,
-        claimed: row.forwardClaim,
-        lastCallSucceeded: releaseHandler,
-      }
       const result = await withHandlerDeadline(deps, (signal) =>
-        handler.run(handlerContext(deps, row, signal, log, trace, attempt)),
+        handler.run(handlerContext(row, signal, log, trace), attempt),
       )
       deps.failpoints.hit('worker.before_done')
       // A forward's DONE is written with its success already (its last step); anything else's here.
@@ -114,7 +118,7 @@ async function runAttempt(
       await deps.db.transaction(async (tx) => {
         if (!(await lockLeasedEvent(tx, row.id, leaseToken))) throw new LeaseLostError(`event row ${row.id}`)
         const result = await withHandlerDeadline(deps, (signal) =>
-          handler.run({ ...handlerContext(deps, row, signal, log, trace), tx }),
+          handler.run({ ...handlerContext(row, signal, log, trace), tx }),
         )
         deps.failpoints.hit('worker.before_done')
         await markDone(tx, row.id, { attempt: row.attempts, startedAt, ...(result ?? {}) })
@@ -128,6 +132,8 @@ async function runAttempt(
       (Date.now() - row.receivedAt.getTime()) / 1000,
     )
   } catch (error) {
+    // Before the row is given back: its next attempt must find the forward free, not leased.
+    await handBackUnsentClaim(deps, attempt, log)
     if (error instanceof LeaseLostError) {
       span.setAttribute('hookledger.result', 'lease_lost')
       log().warn('lease taken over by another worker; leaving the row to it')
@@ -154,19 +160,13 @@ async function runAttempt(
   return done
 }
 
-/**
- * What the handler sees of its event; `invoke` reaches the outbound ledger under the event's own key.
- * The body is parsed and the logger made only when the handler reads them (a forward needs neither).
- * With `attempt` (a direct handler's), a last step's success marks the event DONE with it.
- */
+/** What the handler sees of its event. The body is parsed and the logger made only when read (a forward needs neither). */
 function handlerContext(
-  deps: WorkerDependencies,
   row: LeasedEvent,
   signal: AbortSignal,
   logger: () => Logger,
   trace: TraceScope | undefined,
-  attempt?: EventAttempt,
-): DirectContext {
+): EventContext {
   let event: { parsed: unknown } | undefined
   return {
     eventRowId: row.id,
@@ -185,17 +185,6 @@ function handlerContext(
       return logger()
     },
     trace,
-    invoke:
-      deps.invoke?.({
-        source: row.source,
-        eventId: row.eventId,
-        runId: `${row.id}/${row.attempts}`,
-        ...(attempt === undefined ? {} : { attempt }),
-        traceId: traceIdIn(trace),
-      }) ??
-      (() => {
-        throw new Error('this worker has no outbound ledger')
-      }),
   }
 }
 
@@ -238,22 +227,32 @@ async function recordFailure(
 }
 
 /**
- * An error as it may be logged and stored: the real cause, never a statement's parameters. drizzle
- * wraps a failing query in an error whose message repeats the query and its parameters (the event's
- * payload, say), while the database's own message sits in `cause`.
+ * The forward operation the lease claimed, when the attempt ended without its invoke taking it (its
+ * destination's guard or a disabled route held the delivery back): never sent, so it is handed back
+ * before the row is, its attempt closed as not sent. Left to its lease, the event's next attempt
+ * would find it held and wait that long. A failure here leaves it to that lease.
  */
-export function describeError(error: unknown): { name: string; message: string; code?: string } {
-  let current: unknown = error
-  while (current instanceof Error && isQueryWrapper(current) && current.cause instanceof Error) {
-    current = current.cause
+async function handBackUnsentClaim(
+  deps: WorkerDependencies,
+  attempt: EventAttempt,
+  log: () => Logger,
+): Promise<void> {
+  const claimed = attempt.claimed
+  if (claimed === undefined || claimed.leaseToken === null) return
+  attempt.claimed = undefined
+  try {
+    await releaseUnsent(
+      deps.db,
+      { op: claimed, leaseToken: claimed.leaseToken, actor: 'runtime' },
+      claimed.attempts,
+    )
+  } catch (error) {
+    if (error instanceof LeaseLostError) return
+    log().warn(
+      { err: describeError(error), operationKey: claimed.operationKey },
+      'unsent forward not handed back; the next attempt waits for its lease',
+    )
   }
-  if (!(current instanceof Error)) return { name: 'Error', message: String(current) }
-  const code = (current as { code?: unknown }).code
-  return { name: current.name, message: current.message, ...(typeof code === 'string' ? { code } : {}) }
-}
-
-function isQueryWrapper(error: Error): boolean {
-  return 'params' in error && 'query' in error
 }
 
 /** Runs the handler with a signal that is aborted when its time is up. */

@@ -1,65 +1,16 @@
 import { randomUUID } from 'node:crypto'
-import type postgres from 'postgres'
 import type { ConfigFile } from '../config/config.js'
-import { type Batcher, createBatcher } from '../db/batcher.js'
-import type { Database } from '../db/client.js'
-import {
-  type ForwardClaims,
-  type LeasedEvent,
-  type LeaseRequest,
-  type LeaseResult,
-  leaseEvents,
-  renewLease,
-} from '../db/events.js'
-import { operationBatches, type Settled, type Settlement } from '../db/operation-batches.js'
-import type { Failpoints } from '../failpoints.js'
-import type { EventInvoker, SourceHandler } from '../handlers/types.js'
-import type { EvidenceIntake } from '../inbound/evidence.js'
-import type { Logger } from '../logger.js'
-import type { Metrics } from '../metrics.js'
-import type { Tracing } from '../tracing.js'
-import {
-  done,
-  type JobProcessor,
-  type JobQueue,
-  type JobResult,
-  type QueueBackend,
-  type QueuedJob,
-  runAgainAt,
-} from './backend.js'
+import { createBatcher } from '../db/batcher.js'
+import { type ForwardClaims, type LeasedEvent, leaseEvents, renewLease } from '../db/events.js'
+import { operationBatches } from '../db/operation-batches.js'
+import { done, type JobProcessor, type JobResult, type QueuedJob, runAgainAt } from './backend.js'
+import { describeError } from './errors.js'
+import type { SourceHandler } from './handler.js'
 import { INBOUND_QUEUE, type ProcessEventData, processEventData, processEventLaterJob } from './jobs.js'
 import { type LostJobTally, lostJobTally, queueErrorLog } from './lost-jobs.js'
-import { describeError, runLeased } from './run-leased.js'
+import { runLeased } from './run-leased.js'
 import { createSlots, type Slots } from './slots.js'
-
-export interface WorkerDependencies {
-  backend: QueueBackend
-  /** The queue the worker takes from: a row of a batch job that must run later gets a job of its own. */
-  queue: JobQueue<ProcessEventData>
-  db: Database
-  sql: postgres.Sql
-  handlers: ReadonlyMap<string, SourceHandler>
-  settings: ConfigFile['worker']
-  logger: Logger
-  metrics: Metrics
-  failpoints: Failpoints
-  /** Backs `ctx.invoke`; without it a handler's invoke throws. */
-  invoke?: EventInvoker
-  /** Keeps and applies what an event says about an outbound operation (sources with evidence rules). */
-  evidence?: EvidenceIntake | undefined
-  /** OpenTelemetry (src/tracing.ts); absent: off. */
-  tracing?: Tracing | undefined
-}
-
-/**
- * The statements every event makes, each shared by the events that reach it within a millisecond.
- * DONE goes with the outbound ledger's successes (operation-batches.ts): a forward's success and its
- * event's DONE are one settlement.
- */
-export interface Batches {
-  lease: Batcher<LeaseRequest, LeaseResult>
-  settle: Batcher<Settlement, Settled>
-}
+import type { Batches, WorkerDependencies } from './worker-dependencies.js'
 
 /**
  * `handlers` bounds the events whose handler runs at once (`worker.concurrency`); a forward's slot

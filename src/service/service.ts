@@ -13,10 +13,9 @@ import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
 import { settlesWithin } from '../deadline.js'
 import { startDeliveryControl } from '../delivery/control.js'
+import { FORWARD_TOOL } from '../delivery/forward.js'
 import { resolveHandlers } from '../delivery/source-handlers.js'
 import { createFailpoints } from '../failpoints.js'
-import { FORWARD_TOOL } from '../handlers/forward.js'
-import type { EventHandler, SourceHandler } from '../handlers/types.js'
 import { createApp, createHealthApp } from '../http/app.js'
 import type { ReadinessCheck } from '../http/routes/health.js'
 import { createBackpressure } from '../inbound/backpressure.js'
@@ -24,6 +23,7 @@ import { checkDedupKeys } from '../inbound/dedup-key-drift.js'
 import { evidenceIntake } from '../inbound/evidence.js'
 import { createLogger, type Logger } from '../logger.js'
 import { createMetrics } from '../metrics.js'
+import type { EventHandler } from '../outbound/event-handler.js'
 import { addOutboundGauges } from '../outbound/gauges.js'
 import { createOutboundLedger, eventInvoker, type OutboundLedger } from '../outbound/ledger.js'
 import { reconcileScheduler, startReconciler } from '../outbound/reconcile.js'
@@ -32,6 +32,7 @@ import type { QueueBackend } from '../queue/backend.js'
 import { createBullmqBackend } from '../queue/bullmq.js'
 import { createEnqueuer } from '../queue/enqueuer.js'
 import { addLedgerGauges } from '../queue/gauges.js'
+import type { SourceHandler } from '../queue/handler.js'
 import { createInProcessBackend } from '../queue/in-process.js'
 import {
   deploymentQueuePrefix,
@@ -313,7 +314,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   )
 
   const handlers = runsWorker
-    ? resolveHandlers(config, options.handlers ?? {}, delivery.fanOut)
+    ? resolveHandlers(config, options.handlers ?? {}, {
+        fanOut: delivery.fanOut,
+        evidence: evidenceIntake({ config, db: scopes.worker.db, sql: scopes.worker.sql, logger }),
+      })
     : new Map<string, SourceHandler>()
   const worker = runsWorker
     ? startWorker({
@@ -326,8 +330,6 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         logger,
         metrics,
         failpoints,
-        invoke: eventInvoker(outbound),
-        evidence: evidenceIntake({ config, db: scopes.worker.db, sql: scopes.worker.sql, logger }),
         tracing,
       })
     : undefined

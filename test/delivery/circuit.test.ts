@@ -3,7 +3,13 @@ import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
 import type { Config } from '../../src/config/config.js'
 import { buildConfig } from '../../src/service/config.js'
-import { adminCookie, deliverEvent, statusCounts, useDeliveryTest } from '../support/delivery.js'
+import {
+  adminCookie,
+  deliverEvent,
+  metricLine as metric,
+  statusCounts,
+  useDeliveryTest,
+} from '../support/delivery.js'
 import { FAST_RELAY, FAST_WORKER } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
@@ -26,11 +32,6 @@ function config(source: string, routes: unknown[], extra: Record<string, unknown
 }
 
 const statuses = (source: string) => statusCounts(t.database.sql, source)
-
-async function metric(url: string, name: string): Promise<string | undefined> {
-  const text = await (await fetch(`${url}/metrics`)).text()
-  return text.split('\n').find((line) => line.startsWith(name))
-}
 
 describe('circuit breaker', () => {
   it('opens after consecutive failures, stops spending attempts, and closes when the destination recovers', async () => {

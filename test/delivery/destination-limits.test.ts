@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildConfig } from '../../src/service/config.js'
 import { startChild } from '../support/child.js'
-import { deliverEvent, statusCounts, useDeliveryTest } from '../support/delivery.js'
+import { busiestWindow, deliverEvent, statusCounts, useDeliveryTest } from '../support/delivery.js'
 import { testRedisUrl } from '../support/env.js'
 import { FAST_RELAY, FAST_WORKER } from '../support/service.js'
 import { signedHeaders, TEST_SECRET } from '../support/signing.js'
@@ -42,18 +42,6 @@ async function _deliver(
 async function _eventCounts(source: string) {
   return t.database.sql<Array<{ status: string; n: number }>>`
     select status::text, count(*)::int as n from inbound_events where source = ${source} group by status`
-}
-
-/** The most arrivals within any window of `ms` that starts at an arrival. */
-function busiestWindow(times: readonly number[], ms: number): number {
-  const sorted = [...times].sort((a, b) => a - b)
-  let best = 0
-  let start = 0
-  for (let end = 0; end < sorted.length; end += 1) {
-    while ((sorted[end] ?? 0) - (sorted[start] ?? 0) >= ms) start += 1
-    best = Math.max(best, end - start + 1)
-  }
-  return best
 }
 
 describe('destination limits', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import type { EventHandler } from '../../src/handlers/types.js'
+import type { EventHandler } from '../../src/outbound/event-handler.js'
 import { defineTool } from '../../src/outbound/tools.js'
 import { buildConfig } from '../../src/service/config.js'
 import { statusCounts, useDeliveryTest } from '../support/delivery.js'

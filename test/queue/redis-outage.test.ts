@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { inboundEvents } from '../../src/db/schema.js'
-import type { EventHandler } from '../../src/handlers/types.js'
+import type { EventHandler } from '../../src/outbound/event-handler.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { startRedisServer } from '../support/redis-server.js'
 import { FAST_RELAY, FAST_WORKER, startTestService } from '../support/service.js'

@@ -40,6 +40,24 @@ export async function adminCookie(url: string, token: string): Promise<string> {
   return (login.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
 }
 
+/** The line of `name` (with its labels) on a running service's /metrics, e.g. `name{…} 1`. */
+export async function metricLine(url: string, name: string): Promise<string | undefined> {
+  const text = await (await fetch(`${url}/metrics`)).text()
+  return text.split('\n').find((line) => line.startsWith(name))
+}
+
+/** The most arrivals within any window of `ms` that starts at an arrival (a rate limit's check). */
+export function busiestWindow(times: readonly number[], ms: number): number {
+  const sorted = [...times].sort((a, b) => a - b)
+  let best = 0
+  let start = 0
+  for (let end = 0; end < sorted.length; end += 1) {
+    while ((sorted[end] ?? 0) - (sorted[start] ?? 0) >= ms) start += 1
+    best = Math.max(best, end - start + 1)
+  }
+  return best
+}
+
 export interface DeliveryTest {
   /** This file's database, made before its tests and dropped after them. */
   readonly database: TestDatabase

@@ -6,6 +6,7 @@ import type { Database } from '../../db/client.js'
 import { enableRoute, listDisabledRoutes } from '../../db/event-routes.js'
 import { unstorableText } from '../../db/text.js'
 import type { CircuitView } from '../../delivery/guard.js'
+import { deliveryRoutesOf } from '../../delivery/source-forward.js'
 import type { Logger } from '../../logger.js'
 import { type AdminEnv, requireCsrfToken } from './guard.js'
 import { Badge, CsrfField, Layout, MessagePage, type PageProps, utc } from './layout.js'
@@ -40,7 +41,7 @@ export function deliveryRoutes(deps: DeliveryRouteDependencies) {
       )
       const rows: RouteRow[] = await Promise.all(
         [...deps.config.sources.values()].flatMap((source) =>
-          (source.config.routes ?? []).map(async (route) => {
+          deliveryRoutesOf(source.config).map(async (route) => {
             const id = `${source.config.id}/${route.id}`
             const circuit =
               route.forward === undefined || deps.circuit === undefined ? undefined : await deps.circuit(id)

@@ -1,27 +1,18 @@
 import { createHash } from 'node:crypto'
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api'
-import type { Dispatcher } from 'undici'
+import { type RouteForward, routeForwardSchema } from '../config/routes.js'
+import type { EventHandler } from '../outbound/event-handler.js'
 import { classifyStatus, connectionPool, retryAfterMs, sendHttp } from '../outbound/http-send.js'
 import type { InvokeOutcome } from '../outbound/outcomes.js'
 import { defineTool, type Tool } from '../outbound/tools.js'
+import { HandlerError, type HandlerResult, RetryLaterError } from '../queue/handler.js'
 import { type TraceScope, traceparentOf } from '../tracing.js'
-import {
-  type DirectContext,
-  type EventHandler,
-  HandlerError,
-  type HandlerResult,
-  RetryLaterError,
-} from './types.js'
+import type { Destination } from './guard.js'
 
 const EXCERPT_CHARS = 512
 
-/** Where a forward goes: a source's `handler` or one of its routes' `forward`. */
-export interface ForwardConfig {
-  url: string
-  timeoutMs: number
-  /** Sent after the provider's headers, so these win. */
-  headers?: Readonly<Record<string, string>> | undefined
-}
+/** Where a forward handler in code sends (`forwardHandler`): a route forward's url, time limit and headers. */
+export type ForwardConfig = Pick<RouteForward, 'url' | 'timeoutMs' | 'headers'>
 
 /**
  * What the forward operation is identified and compared by: the event and a hash of the exact bytes
@@ -58,6 +49,8 @@ interface Delivery {
   rejectionsStayOpen?: boolean
   /** The forward span's W3C traceparent, sent so the destination's trace continues it. */
   traceparent?: string | undefined
+  /** Told of each send that went out: what the destination answered, or undefined for no answer. */
+  answered?: ((answer: ForwardResult | undefined) => void) | undefined
 }
 
 export interface ForwardResult {
@@ -77,7 +70,8 @@ export const FORWARD_TOOL = 'forward'
  * check). `Idempotency-Key: <source>:<event id>` (a route's: `…:<route id>`) lets the destination
  * drop the repeats that remain.
  */
-export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<ForwardArgs, ForwardResult> {
+export function forwardTool(destination: Destination, delivery: Delivery): Tool<ForwardArgs, ForwardResult> {
+  const config = destination.forward
   return defineTool<ForwardArgs, ForwardResult>({
     name: FORWARD_TOOL,
     effect: 'idempotent',
@@ -95,7 +89,6 @@ export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<For
         ...config.headers,
       }
       delete outgoing['user-agent']
-      const destination = destinationOf(config)
       const sent = await sendHttp(destination.url, {
         connections: destination.connections,
         method: 'POST',
@@ -106,6 +99,7 @@ export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<For
         guarded: false,
       })
       if (sent.kind !== 'answered') {
+        if (sent.kind === 'no_answer') delivery.answered?.(undefined)
         return {
           kind: sent.kind === 'not_sent' ? 'rejection' : 'unknown',
           error: `forward to ${config.url} failed: ${sent.error}`,
@@ -117,6 +111,7 @@ export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<For
         excerpt: storableExcerpt(sent.answer.body),
         ...(waitMs === undefined ? {} : { retryAfterMs: waitMs }),
       }
+      delivery.answered?.(result)
       const classified = classifyStatus(result.status)
       const kind = classified === 'rejection' && delivery.rejectionsStayOpen === true ? 'unknown' : classified
       if (kind === 'success') return { kind, result }
@@ -126,27 +121,14 @@ export function forwardTool(config: ForwardConfig, delivery: Delivery): Tool<For
 }
 
 /** The forward tool's own time limit: the send's, plus a margin to record what it answered. */
-export function forwardToolTimeoutMs(config: ForwardConfig): number {
+export function forwardToolTimeoutMs(config: Pick<RouteForward, 'timeoutMs'>): number {
   return config.timeoutMs + 1000
 }
 
-interface Destination {
-  url: URL
-  /** Keep-alive connections to this destination only, reused by every event forwarded to it. */
-  connections: Dispatcher
-}
-
-const destinations = new WeakMap<ForwardConfig, Destination>()
-
-/** A configured forward's URL and connection pool, made once rather than once per event. */
-function destinationOf(config: ForwardConfig): Destination {
-  let destination = destinations.get(config)
-  if (destination === undefined) {
-    const url = new URL(config.url)
-    destination = { url, connections: connectionPool(url.origin) }
-    destinations.set(config, destination)
-  }
-  return destination
+/** A configured forward's destination, with its connection pool: made once, not once per event. */
+export function forwardDestination(id: string, forward: RouteForward): Destination {
+  const url = new URL(forward.url)
+  return { id, forward, url, connections: connectionPool(url.origin) }
 }
 
 /**
@@ -164,26 +146,25 @@ function storableExcerpt(body: Buffer): string {
 }
 
 /**
- * Forwards the original bytes and signature headers to the configured URL, so the destination can
- * verify the provider's signature itself, as one idempotent tool call through the outbound ledger
- * (key `<source>:<event id>:forward`): a forward that completed is never sent again, also when the
- * worker crashed after the destination's 2xx and before DONE committed.
+ * Forwards the original bytes and signature headers to `config.url` from a handler registered in
+ * code, as one idempotent tool call through the outbound ledger (key `<source>:<event id>:forward`):
+ * a forward that completed is never sent again, also when the worker crashed after the destination's
+ * 2xx and before DONE committed. Code has no destination guard: a source that only forwards says
+ * `handler: { type: 'forward' }` in its config instead, whose forward is guarded as a route's is.
  */
 export function forwardHandler(config: ForwardConfig): EventHandler {
-  return forwardDelivery(config)
-}
-
-/** The forward as the worker runs it for a configured source: with no transaction of its own. */
-export function forwardDelivery(config: ForwardConfig): (context: DirectContext) => Promise<HandlerResult> {
+  const forward = routeForwardSchema.parse({
+    url: config.url,
+    timeoutMs: config.timeoutMs,
+    headers: config.headers,
+  })
+  const destination = forwardDestination(config.url, forward)
   return async ({ source, eventId, raw, headers, signal, invoke, trace }) => {
-    const outcome = await tracedForward(trace, config, undefined, (traceparent) =>
+    const outcome = await tracedForward(trace, destination, undefined, (traceparent) =>
       invoke(
-        forwardTool(config, { raw, headers, signal, traceparent }),
-        'forward',
+        forwardTool(destination, { raw, headers, signal, traceparent }),
+        FORWARD_STEP,
         forwardArgs(source, eventId, raw),
-        {
-          last: attemptFacts,
-        },
       ),
     )
     if (outcome.kind === 'completed') return attemptFacts(outcome.result)
@@ -195,6 +176,12 @@ export function forwardDelivery(config: ForwardConfig): (context: DirectContext)
   }
 }
 
+/**
+ * The step of a source's own forward, under the event's key: `<source>:<event id>:forward`, as it has
+ * always been (the lease's claim in src/db/events.ts computes the same key).
+ */
+export const FORWARD_STEP = 'forward'
+
 /** The forward's span name. */
 export const FORWARD_SPAN = 'forward'
 
@@ -205,7 +192,7 @@ export const FORWARD_SPAN = 'forward'
  */
 export async function tracedForward(
   trace: TraceScope | undefined,
-  config: ForwardConfig,
+  destination: Destination,
   routeId: string | undefined,
   send: (traceparent: string | undefined) => Promise<InvokeOutcome<ForwardResult>>,
 ): Promise<InvokeOutcome<ForwardResult>> {
@@ -217,7 +204,7 @@ export async function tracedForward(
       const status = outcome.kind === 'completed' ? outcome.result.status : detailsOf(outcome).responseStatus
       span.setAttributes({
         'http.request.method': 'POST',
-        'server.address': destinationOf(config).url.host,
+        'server.address': destination.url.host,
         'hookledger.outcome': outcome.kind,
         ...(routeId === undefined ? {} : { 'hookledger.route': routeId }),
         ...(typeof status === 'number' ? { 'http.response.status_code': status } : {}),
@@ -236,7 +223,7 @@ export async function tracedForward(
 }
 
 /** What the event's attempt row records of a forward's answer. */
-function attemptFacts(result: ForwardResult): HandlerResult {
+export function attemptFacts(result: ForwardResult): HandlerResult {
   return { responseStatus: result.status, responseExcerpt: result.excerpt }
 }
 

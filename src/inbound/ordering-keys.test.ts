@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { compileOrderingKey } from './ordering.js'
+import { compileOrderingKey } from './ordering-keys.js'
 
 describe('ordering key hashes', () => {
   const key = compileOrderingKey('/data/object/customer')

@@ -1,0 +1,200 @@
+import { randomUUID } from 'node:crypto'
+import { describe, expect, it } from 'vitest'
+import type { Config } from '../../src/config/config.js'
+import { operationBatches } from '../../src/db/operation-batches.js'
+import { json } from '../../src/db/operation-rows.js'
+import { forwardArgs } from '../../src/delivery/forward.js'
+import { payloadHash } from '../../src/outbound/hash.js'
+import { stepKey } from '../../src/outbound/keys.js'
+import { buildConfig } from '../../src/service/config.js'
+import {
+  adminCookie,
+  busiestWindow,
+  deliverEvent,
+  metricLine as metric,
+  statusCounts,
+  useDeliveryTest,
+} from '../support/delivery.js'
+import { FAST_RELAY, FAST_WORKER } from '../support/service.js'
+import { TEST_SECRET } from '../support/signing.js'
+import { startSink } from '../support/sink.js'
+
+// A source whose config says `handler: { type: 'forward' }` delivers through its one route: the same
+// guard, 410 handling and metrics as a route's forward, under the operation key and Idempotency-Key
+// such a source has always had.
+
+const t = useDeliveryTest()
+const ADMIN_TOKEN = 'admin-token-for-the-source-forward-tests'
+
+function config(
+  source: string,
+  handler: Record<string, unknown>,
+  extra: Record<string, unknown> = {},
+): Config {
+  return buildConfig(
+    {
+      sources: [
+        {
+          id: source,
+          verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
+          handler: { type: 'forward', ...handler },
+        },
+      ],
+      worker: { ...FAST_WORKER, maxAttempts: 8 },
+      relay: FAST_RELAY,
+      ...extra,
+    },
+    () => undefined,
+  )
+}
+
+const statuses = (source: string) => statusCounts(t.database.sql, source)
+
+async function errorAttempts(source: string): Promise<number> {
+  const [row] = await t.database.sql<Array<{ n: number }>>`
+    select count(*)::int as n from event_attempts a join inbound_events e on e.id = a.event_row_id
+    where e.source = ${source} and a.outcome = 'error'`
+  return row?.n ?? 0
+}
+
+describe('a source forward (handler: forward) is its one route', () => {
+  it('obeys its rate limit: at most 10 a second, each event sent once under its own key', async () => {
+    const arrivals: number[] = []
+    const keys: string[] = []
+    const destination = await startSink((request) => {
+      arrivals.push(Date.now())
+      keys.push(String(request.headers['idempotency-key']))
+      return { status: 200 }
+    })
+    t.closeAfter(destination.close)
+    const service = await t.start({
+      config: config('rl', { url: destination.url, rateLimit: { perSecond: 10 } }),
+    })
+    const ids = Array.from({ length: 40 }, (_, i) => `evt_rl_${i}`)
+    await Promise.all(ids.map((id) => deliverEvent(service.url, 'rl', id)))
+    await expect.poll(() => statuses('rl'), { timeout: 30_000, interval: 250 }).toEqual({ done: 40 })
+
+    expect(arrivals).toHaveLength(40)
+    expect(new Set(keys)).toEqual(new Set(ids.map((id) => `rl:${id}`)))
+    // Fixed one-second windows (rate-limiter-flexible): a sliding second can straddle two of them.
+    expect(busiestWindow(arrivals, 1000)).toBeLessThanOrEqual(20)
+    expect(busiestWindow(arrivals, 2000)).toBeLessThanOrEqual(30)
+    const spread = Math.max(...arrivals) - Math.min(...arrivals)
+    expect(spread).toBeGreaterThanOrEqual(2000)
+    // An event held back after its lease claimed the forward hands the claim back at once: none
+    // waits out the claim's lease (16 s here) before it goes.
+    expect(spread).toBeLessThan(12_000)
+    // Waiting for the limit used up no attempt, and the operations are the source forward's own.
+    expect(await errorAttempts('rl')).toBe(0)
+    const operations = await t.database.sql<Array<{ operation_key: string; status: string }>>`
+      select operation_key, status::text from operations where operation_key like 'rl:%'`
+    expect(operations.map((op) => `${op.operation_key} ${op.status}`).sort()).toEqual(
+      ids.map((id) => `rl:${id}:forward completed`).sort(),
+    )
+  }, 60_000)
+
+  it('opens its circuit after consecutive failures, holds events back without spending attempts, and closes', async () => {
+    let healthy = false
+    const destination = await startSink(() => ({ status: healthy ? 200 : 503 }))
+    t.closeAfter(destination.close)
+    const service = await t.start({
+      config: config('cb', {
+        url: destination.url,
+        circuitBreaker: { failureThreshold: 3, coolDownMs: 1500 },
+      }),
+    })
+    const url = service.url
+    const open = 'hookledger_destination_circuit_open{destination="cb/forward"}'
+    await Promise.all(Array.from({ length: 6 }, (_, i) => deliverEvent(url, 'cb', `evt_cb_${i}`)))
+    await expect.poll(() => metric(url, open), { timeout: 15_000 }).toBe(`${open} 1`)
+    // Events that arrive while it is open are held back before anything is sent.
+    await Promise.all(Array.from({ length: 6 }, (_, i) => deliverEvent(url, 'cb', `evt_cb_open_${i}`)))
+    const atOpen = destination.received.length
+    await new Promise((resolve) => setTimeout(resolve, 3000))
+    // Only a half-open probe per cool-down reaches the destination meanwhile.
+    expect(destination.received.length - atOpen).toBeLessThanOrEqual(3)
+    expect((await statuses('cb')).failed).toBeUndefined()
+    // Each attempt spent is a send that reached the destination: waiting on the circuit spent none.
+    expect(await errorAttempts('cb')).toBeLessThanOrEqual(destination.received.length)
+    // The forwards their leases claimed while the circuit was open were handed back unsent.
+    const [unsent] = await t.database.sql<Array<{ n: number }>>`
+      select count(*)::int as n from operation_attempts a join operations o on o.id = a.operation_id
+      where o.operation_key like 'cb:%' and a.status = 'not_sent'`
+    expect(unsent?.n).toBeGreaterThan(0)
+
+    healthy = true
+    await expect.poll(() => statuses('cb'), { timeout: 10_000 }).toEqual({ done: 12 })
+    expect(await metric(url, open)).toBe(`${open} 0`)
+    expect(await metric(url, 'hookledger_destination_consecutive_failures{destination="cb/forward"}')).toBe(
+      'hookledger_destination_consecutive_failures{destination="cb/forward"} 0',
+    )
+    // Every event reached the destination with a 200 exactly once.
+    const delivered = await t.database.sql<Array<{ operation_key: string }>>`
+      select operation_key from operations where operation_key like 'cb:%' and status = 'completed'`
+    expect(delivered).toHaveLength(12)
+  }, 60_000)
+
+  it('410 Gone disables it: events pause, nothing is FAILED, and re-enabling it delivers them', async () => {
+    let gone = true
+    const destination = await startSink(() => ({ status: gone ? 410 : 200 }))
+    t.closeAfter(destination.close)
+    const service = await t.start({
+      env: { ADMIN_TOKEN },
+      config: config('gone', { url: destination.url }, { delivery: { pausedRecheckMs: 300 } }),
+    })
+    const url = service.url
+    await deliverEvent(url, 'gone', 'evt_gone_1')
+    await expect
+      .poll(() => t.database.sql`select source, route_id, reason from disabled_routes`, { timeout: 15_000 })
+      .toEqual([{ source: 'gone', route_id: 'forward', reason: `${destination.url} answered 410 Gone` }])
+    await deliverEvent(url, 'gone', 'evt_gone_2')
+    await new Promise((resolve) => setTimeout(resolve, 1500))
+    expect(destination.received).toHaveLength(1)
+    await expect.poll(() => statuses('gone'), { timeout: 2000, interval: 50 }).toEqual({ pending: 2 })
+    expect(await errorAttempts('gone')).toBe(0)
+
+    // The admin page lists it as the source's route, disabled, with an Enable button.
+    const cookie = await adminCookie(url, ADMIN_TOKEN)
+    const routesPage = await (await fetch(`${url}/admin/routes`, { headers: { cookie } })).text()
+    expect(routesPage).toContain('gone/forward')
+    expect(routesPage).toContain('action="/admin/routes/gone/forward/enable"')
+
+    gone = false
+    await t.database.sql`delete from disabled_routes where source = 'gone' and route_id = 'forward'`
+    await expect.poll(() => statuses('gone'), { timeout: 15_000 }).toEqual({ done: 2 })
+    expect(destination.received).toHaveLength(3)
+  }, 60_000)
+
+  it('takes over the operation an earlier version claimed under <source>:<event id>:forward', async () => {
+    const destination = await startSink(() => ({ status: 200 }))
+    t.closeAfter(destination.close)
+    const payload = { type: 'order.created', id: 'evt_old_1' }
+    const raw = Buffer.from(JSON.stringify(payload))
+    const args = forwardArgs('up', 'evt_old_1', raw)
+    // What a worker of the previous version left when it died mid-forward: the operation claimed
+    // under the source forward's key with its first attempt in flight, and a lease that ran out.
+    const claimed = await operationBatches(t.database.sql).claimFresh.run({
+      key: stepKey(['up', 'evt_old_1'], 'forward'),
+      tool: 'forward',
+      effect: 'idempotent',
+      payloadHash: payloadHash(args),
+      argsJson: json(args) ?? 'null',
+      leaseToken: randomUUID(),
+      leaseMs: 100,
+      actor: 'runtime',
+      undoRefJson: null,
+      runId: 'previous-version/1',
+      traceId: null,
+      toolCallId: null,
+    })
+    expect(claimed?.operationKey).toBe('up:evt_old_1:forward')
+    const service = await t.start({ config: config('up', { url: destination.url }) })
+    await deliverEvent(service.url, 'up', 'evt_old_1', payload)
+    await expect.poll(() => statuses('up'), { timeout: 15_000 }).toEqual({ done: 1 })
+    const operations = await t.database.sql<Array<{ id: string; status: string }>>`
+      select id, status::text from operations where operation_key like 'up:%'`
+    expect(operations).toEqual([{ id: claimed?.id, status: 'completed' }])
+    expect(destination.received).toHaveLength(1)
+    expect(destination.received[0]?.headers['idempotency-key']).toBe('up:evt_old_1')
+  }, 30_000)
+})
