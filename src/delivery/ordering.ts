@@ -11,9 +11,9 @@ import {
   SOURCE_SCOPE,
 } from '../db/ordering.js'
 import { RetryLaterError, type SourceHandler } from '../handlers/types.js'
+import { parsePointer, resolvePointer } from '../json-pointer.js'
 import type { Logger } from '../logger.js'
 import { canonicalJson } from '../outbound/hash.js'
-import { parsePointer, resolvePointer } from './filter.js'
 
 export interface OrderingSettings {
   /**

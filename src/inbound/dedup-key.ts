@@ -1,5 +1,5 @@
 import { z } from 'zod'
-import { resolvePointer } from './verifiers/body.js'
+import { valueAt } from '../json-pointer.js'
 import { type Rejection, reject } from './verifiers/types.js'
 
 const part = z.union([
@@ -91,7 +91,7 @@ export function buildDedupKey(
       'eventId' in source
         ? delivery.providerEventId
         : 'pointer' in source
-          ? scalarText(resolvePointer(delivery.event, source.pointer))
+          ? scalarText(valueAt(delivery.event, source.pointer))
           : (delivery.headers[source.header] ?? null)
     const where =
       'eventId' in source
