@@ -1,7 +1,7 @@
 import { eventsInLedger, recordRedelivery, redeliveriesRequested } from '../db/backfill-cursors.js'
 import { BackfillError } from './errors.js'
-import type { SweepContext } from './pass.js'
 import { stuckGuard } from './stuck-guard.js'
+import type { ProviderBackfill, SweepContext } from './sweep.js'
 
 interface Delivery {
   id: number
@@ -20,7 +20,7 @@ interface Delivery {
  * (backfill_redeliveries); one whose event the ledger holds anyway is not asked for at all.
  * Returns whether the sweep reached its lower bound.
  */
-export async function githubSweep(context: SweepContext): Promise<boolean> {
+async function githubSweep(context: SweepContext): Promise<boolean> {
   const { config, report } = context
   const hook = `/repos/${config.repository ?? ''}/hooks/${config.hookId ?? 0}`
   // Newest first: a redelivery that succeeded is listed before the failure it repaired.
@@ -76,6 +76,16 @@ export async function githubSweep(context: SweepContext): Promise<boolean> {
     await context.pageDone(cursor)
   }
   return false
+}
+
+export const githubBackfill: ProviderBackfill = {
+  api: {
+    name: 'GitHub',
+    headers: { accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28' },
+    // GitHub's docs: a secondary rate limit with no retry-after is waited out for at least a minute.
+    defaultRateLimitWaitMs: 60_000,
+  },
+  sweep: githubSweep,
 }
 
 /** The documented array of delivery summaries, each checked for the fields used here. */

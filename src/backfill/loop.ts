@@ -3,7 +3,8 @@ import type { Config } from '../config/config.js'
 import { watchPass } from '../deadline.js'
 import type { Logger } from '../logger.js'
 import { BackfillError } from './errors.js'
-import { type BackfillReport, type PassDependencies, passLeaseMs, runBackfillPass } from './pass.js'
+import { type PassDependencies, passLeaseMs, runBackfillPass } from './pass.js'
+import type { BackfillReport } from './sweep.js'
 
 export interface BackfillLoop {
   stop(): Promise<void>

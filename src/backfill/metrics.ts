@@ -1,6 +1,6 @@
 import client from 'prom-client'
 import type { Metrics } from '../metrics.js'
-import type { BackfillReport } from './pass.js'
+import type { BackfillReport } from './sweep.js'
 
 /** Counts what the service's passes did, on /metrics beside the deliveries they complement. */
 export function backfillMetrics(metrics: Metrics): (report: BackfillReport) => void {

@@ -13,38 +13,15 @@ import { LeaseLostError } from '../db/lease.js'
 import type { OrderingKeyRow } from '../db/ordering.js'
 import { orderingKeysOf } from '../inbound/ordering-keys.js'
 import type { Logger } from '../logger.js'
-import { BackfillError, type BackfillErrorCode } from './errors.js'
-import { githubSweep } from './github.js'
+import { BackfillError } from './errors.js'
+import { githubBackfill } from './github.js'
 import { createProviderClient, type ProviderClient, UNAVAILABLE_ATTEMPTS } from './provider-client.js'
-import { stripeSweep } from './stripe.js'
+import { stripeBackfill } from './stripe.js'
+import type { BackfillReport, ProviderBackfill, SweepContext } from './sweep.js'
 
-/** What one pass did, for the log and for `hookledger backfill`. */
-export interface BackfillReport {
-  source: string
-  provider: BackfillProvider
-  /** The lower bound the provider's list was read down to. */
-  since: Date
-  /** The provider page cursor an unfinished sweep was resumed from. */
-  resumedAfter: string | null
-  pages: number
-  /** Events (Stripe) or deliveries (GitHub) listed. */
-  listed: number
-  /** Stripe: event ids claimed by this pass, now in the ledger as backfilled rows. */
-  claimed: string[]
-  /** Stripe: events the ledger already held (a webhook or an earlier pass came first). */
-  duplicates: number
-  /** Stripe: event ids already held with another backfilled body (recorded in inbound_conflicts). */
-  conflicts: string[]
-  /** GitHub: deliveries (by guid) whose redelivery this pass asked for. */
-  redelivered: string[]
-  /** GitHub: failed deliveries whose redelivery an earlier pass asked for already. */
-  alreadyRequested: number
-  /** GitHub: failed deliveries whose event the ledger holds anyway (answered too late, say). */
-  alreadyInLedger: number
-  /** The sweep reached its lower bound; false when the page bound or an error stopped it first. */
-  complete: boolean
-  /** Why the pass stopped early, if it did. */
-  error?: { code: BackfillErrorCode; message: string }
+const PROVIDERS: Record<BackfillProvider, ProviderBackfill> = {
+  stripe: stripeBackfill,
+  github: githubBackfill,
 }
 
 export interface PassDependencies {
@@ -58,24 +35,6 @@ export interface PassDependencies {
   signal?: AbortSignal
 }
 
-/** What a provider's sweep gets: where to list from, and how to record each page it finished. */
-export interface SweepContext {
-  source: string
-  /** The event's keys in the source's ordered scopes, written with its claim (orderingKeysOf). */
-  orderingKeys: (event: unknown) => OrderingKeyRow[]
-  sql: postgres.Sql
-  client: ProviderClient
-  config: SourceBackfill['config']
-  since: Date
-  resume: string | null
-  report: BackfillReport
-  onAccepted: (eventRowId: string) => void
-  /** The pages before `resume` are handled: a later pass may start after it. */
-  pageDone(resume: string): Promise<void>
-  /** Whether the process is shutting down: the sweep then stops before its next page. */
-  stopping(): boolean
-}
-
 /**
  * Webhooks and the provider's list can race: an event created just before a sweep began may show in
  * the list a moment later. Each sweep reads this far below the previous one's start; what it finds
@@ -83,11 +42,11 @@ export interface SweepContext {
  */
 const OVERLAP_MS = 5 * 60_000
 /**
- * The pass lease; every finished page extends it, so only a pass that stopped making progress loses
- * it. It outlasts the longest rate-limit wait a pass sits out, and a request's every attempt run to
- * its deadline, plus a few slow requests.
+ * How long a pass holds its source; the loop also logs a pass still running after this as stuck.
+ * Every finished page extends the lease, so only a pass that stopped making progress loses it. It
+ * outlasts the longest rate-limit wait a pass sits out, and a request's every attempt run to its
+ * deadline, plus a few slow requests.
  */
-/** How long a pass holds its source; the loop also logs a pass still running after this as stuck. */
 export const passLeaseMs = (backfill: SourceBackfill) =>
   Math.max(
     5 * 60_000,
@@ -116,6 +75,7 @@ export async function runBackfillPass(
       `source '${id}': backfill.credential: environment variable ${backfill.credentialName} is not set`,
     )
   }
+  const provider = PROVIDERS[backfill.provider]
   const now = deps.now ?? Date.now
   const lease = await takePassLease(deps.sql, id, passLeaseMs(backfill))
   if (!('token' in lease)) {
@@ -154,7 +114,7 @@ export async function runBackfillPass(
     source: id,
     orderingKeys: (event) => orderingKeysOf(source.config, event),
     sql: deps.sql,
-    client: providerClient(backfill, credential, deps),
+    client: providerClient(provider, backfill, credential, deps),
     config: backfill.config,
     since,
     resume: resumed?.resume ?? null,
@@ -172,7 +132,7 @@ export async function runBackfillPass(
       ),
   }
   try {
-    report.complete = await (backfill.provider === 'stripe' ? stripeSweep(context) : githubSweep(context))
+    report.complete = await provider.sweep(context)
     if (report.complete && since.getTime() <= automaticSince.getTime()) {
       await completeSweep(deps.sql, id, token, sweepStartedAt)
     }
@@ -224,11 +184,18 @@ export async function runBackfillPass(
 }
 
 function providerClient(
+  provider: ProviderBackfill,
   backfill: SourceBackfill,
   credential: string,
   deps: PassDependencies,
 ): ProviderClient {
-  const common = {
+  return createProviderClient({
+    ...provider.api,
+    headers: {
+      authorization: `Bearer ${credential}`,
+      'user-agent': 'hookledger-backfill',
+      ...provider.api.headers,
+    },
     baseUrl: backfill.apiBaseUrl,
     credentialName: backfill.credentialName,
     maxWaitMs: backfill.config.maxWaitSeconds * 1000,
@@ -236,27 +203,6 @@ function providerClient(
     maxResponseBytes: backfill.config.maxResponseBytes,
     sleep: deps.sleep ?? ((ms: number) => abortableSleep(ms, deps.signal)),
     ...(deps.now === undefined ? {} : { now: deps.now }),
-  }
-  if (backfill.provider === 'stripe') {
-    return createProviderClient({
-      ...common,
-      name: 'Stripe',
-      headers: { authorization: `Bearer ${credential}`, 'user-agent': 'hookledger-backfill' },
-      // Stripe names no wait on a 429; its docs advise an exponential backoff, started here.
-      defaultRateLimitWaitMs: 1000,
-    })
-  }
-  return createProviderClient({
-    ...common,
-    name: 'GitHub',
-    headers: {
-      authorization: `Bearer ${credential}`,
-      accept: 'application/vnd.github+json',
-      'x-github-api-version': '2022-11-28',
-      'user-agent': 'hookledger-backfill',
-    },
-    // GitHub's docs: a secondary rate limit with no retry-after is waited out for at least a minute.
-    defaultRateLimitWaitMs: 60_000,
   })
 }
 

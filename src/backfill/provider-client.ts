@@ -50,6 +50,11 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)))
   const now = options.now ?? Date.now
   let notBefore = 0
+  // No cap: a wait over maxWaitMs ends the pass instead (waitFor), and RATE_LIMITED_ATTEMPTS the doubling.
+  const rateLimitBackoff = {
+    baseDelayMs: options.defaultRateLimitWaitMs,
+    maxDelayMs: Number.POSITIVE_INFINITY,
+  }
 
   const waitFor = async (ms: number, why: string) => {
     if (ms > options.maxWaitMs) {
@@ -131,7 +136,7 @@ export function createProviderClient(options: ProviderClientOptions): ProviderCl
           }
           const wait =
             retryAfterMs(response.headers.get('retry-after'), now()) ??
-            (reset === undefined ? options.defaultRateLimitWaitMs * 2 ** (limited - 1) : reset - now())
+            (reset === undefined ? backoffDelay(rateLimitBackoff, limited) : reset - now())
           await waitFor(wait, `answered ${response.status} (rate limited: ${message})`)
           continue
         }

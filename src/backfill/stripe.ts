@@ -3,8 +3,8 @@ import { claimEvents, type NewEvent } from '../db/claims.js'
 import { storableText } from '../db/text.js'
 import { readEventId } from '../inbound/verifiers/body.js'
 import { BackfillError } from './errors.js'
-import type { SweepContext } from './pass.js'
 import { stuckGuard } from './stuck-guard.js'
+import type { ProviderBackfill, SweepContext } from './sweep.js'
 
 /**
  * The headers a backfilled row carries: it has no provider signature, and a forward passes these on,
@@ -27,7 +27,7 @@ interface ListedEvent {
  * the webhook path's claim, so a webhook and the list meet on (source, event id): whichever comes
  * first is the row, the other a duplicate. Returns whether the sweep reached its lower bound.
  */
-export async function stripeSweep(context: SweepContext): Promise<boolean> {
+async function stripeSweep(context: SweepContext): Promise<boolean> {
   const { config, report } = context
   let startingAfter = context.resume
   const guard = stuckGuard('Stripe', context.resume)
@@ -80,6 +80,16 @@ export async function stripeSweep(context: SweepContext): Promise<boolean> {
     await context.pageDone(startingAfter)
   }
   return false
+}
+
+export const stripeBackfill: ProviderBackfill = {
+  api: {
+    name: 'Stripe',
+    headers: {},
+    // Stripe names no wait on a 429; its docs advise an exponential backoff, started here.
+    defaultRateLimitWaitMs: 1000,
+  },
+  sweep: stripeSweep,
 }
 
 /** The documented list object: `{ object: "list", data: [event…], has_more }`, each event checked. */

@@ -1,6 +1,6 @@
 import { BackfillError } from '../backfill/errors.js'
-import type { BackfillReport } from '../backfill/pass.js'
 import { runBackfillPass } from '../backfill/pass.js'
+import type { BackfillReport } from '../backfill/sweep.js'
 import type { Environment } from '../config/env.js'
 import { openLedger } from '../db/client.js'
 import { migrateLedger } from '../db/migrate.js'

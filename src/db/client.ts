@@ -1,5 +1,6 @@
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
+import { backoffDelay, withJitter } from '../backoff.js'
 import { ConfigError } from '../config/errors.js'
 import { DeadlineError, withDeadline } from '../deadline.js'
 import * as schema from './schema.js'
@@ -131,6 +132,8 @@ export function scopeLedger<S extends string>(
   ) as Record<S, LedgerView>
 }
 
+const RECONNECT_BACKOFF = { baseDelayMs: 50, maxDelayMs: 1000 }
+
 /**
  * The driver counts connection errors across the whole pool and waits up to 20 s (3^n / 100 s)
  * before reconnecting; after one reset of a pool of 14, a query handed to a reconnecting connection
@@ -138,7 +141,9 @@ export function scopeLedger<S extends string>(
  * in step.
  */
 function reconnectDelaySeconds(failures: number): number {
-  return Math.min(0.05 * 2 ** failures, 1) * (0.5 + Math.random() / 2)
+  // `failures` counts the pool's errors since its last good connection (0 after a clean close):
+  // 50 ms · 2^failures, at most 1 s.
+  return withJitter(backoffDelay(RECONNECT_BACKOFF, failures + 1)) / 1000
 }
 
 /** Walks a driver error's `cause` chain (drizzle wraps postgres errors) for a Postgres error code. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import { routeSchema } from '../config/routes.js'
-import { compileFilter, parsePointer, resolvePointer } from './filter.js'
+import { compileFilter } from './filter.js'
 
 const invoice = {
   type: 'invoice.paid',
@@ -52,19 +52,6 @@ describe('route filters', () => {
 
   it('no filter matches every event', () => {
     expect(compileFilter(undefined)({ eventType: null, event: 'x' })).toBe(true)
-  })
-})
-
-describe('JSON pointers (RFC 6901)', () => {
-  it('unescapes ~1 and ~0 and indexes arrays strictly', () => {
-    expect(parsePointer('/data/object/a~1b')).toEqual(['data', 'object', 'a/b'])
-    expect(resolvePointer(invoice, parsePointer('/data/object/a~1b'))).toEqual({ found: true, value: 1 })
-    expect(resolvePointer(invoice, parsePointer('/data/object/m~0n'))).toEqual({ found: true, value: 2 })
-    expect(resolvePointer(invoice, parsePointer('/data/object/lines/01'))).toEqual({ found: false })
-    expect(resolvePointer(invoice, parsePointer('/data/object/lines/1'))).toEqual({ found: false })
-    expect(resolvePointer(invoice, parsePointer(''))).toEqual({ found: true, value: invoice })
-    // Inherited properties are not part of the document.
-    expect(resolvePointer({}, parsePointer('/constructor'))).toEqual({ found: false })
   })
 })
 

@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util'
 import type { RouteCondition, RouteFilter } from '../config/routes.js'
+import { parsePointer, resolvePointer } from '../json-pointer.js'
 
 /** What a filter reads of an event: its type as the verifier extracted it, and its parsed body. */
 export interface FilterInput {
@@ -48,34 +49,4 @@ function compileCondition(condition: RouteCondition): (event: unknown) => boolea
     const resolved = resolvePointer(event, tokens)
     return resolved.found && isDeepStrictEqual(expected, resolved.value)
   }
-}
-
-/** RFC 6901 tokens: "~1" is "/", "~0" is "~", unescaped in that order. */
-export function parsePointer(pointer: string): string[] {
-  if (pointer === '') return []
-  return pointer
-    .slice(1)
-    .split('/')
-    .map((token) => token.replaceAll('~1', '/').replaceAll('~0', '~'))
-}
-
-/** The value at `tokens` in a parsed JSON document; array indexes are decimal without leading zeros. */
-export function resolvePointer(
-  document: unknown,
-  tokens: readonly string[],
-): { found: true; value: unknown } | { found: false } {
-  let current: unknown = document
-  for (const token of tokens) {
-    if (Array.isArray(current)) {
-      if (!/^(0|[1-9][0-9]*)$/.test(token)) return { found: false }
-      const index = Number(token)
-      if (index >= current.length) return { found: false }
-      current = current[index]
-    } else if (typeof current === 'object' && current !== null && Object.hasOwn(current, token)) {
-      current = (current as Record<string, unknown>)[token]
-    } else {
-      return { found: false }
-    }
-  }
-  return { found: true, value: current }
 }

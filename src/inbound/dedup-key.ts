@@ -1,5 +1,5 @@
 import type { DedupKey } from '../config/dedup-key.js'
-import { resolvePointer } from './verifiers/body.js'
+import { valueAt } from '../json-pointer.js'
 import { type Rejection, reject } from './verifiers/types.js'
 
 /**
@@ -51,7 +51,7 @@ export function buildDedupKey(
       'eventId' in source
         ? delivery.providerEventId
         : 'pointer' in source
-          ? scalarText(resolvePointer(delivery.event, source.pointer))
+          ? scalarText(valueAt(delivery.event, source.pointer))
           : (delivery.headers[source.header] ?? null)
     const where =
       'eventId' in source

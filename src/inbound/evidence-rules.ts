@@ -2,7 +2,7 @@ import type { EvidenceRule } from '../config/evidence.js'
 // A longer key could never name an operation: operation keys are at most this long.
 import { MAX_KEY_LENGTH } from '../config/operation-keys.js'
 import { storableText, unstorableText } from '../db/text.js'
-import { resolvePointer } from './verifiers/body.js'
+import { valueAt } from '../json-pointer.js'
 
 /** What one event says about one operation. */
 export interface Evidence {
@@ -30,7 +30,7 @@ export function readEvidence(
   if (event.eventType === null) return { kind: 'not_evidence' }
   const rule = rules.find((r) => r.eventTypes.includes(event.eventType ?? ''))
   if (rule === undefined) return { kind: 'not_evidence' }
-  const key = scalarText(resolvePointer(event.body, rule.operationKey))
+  const key = scalarText(valueAt(event.body, rule.operationKey))
   // A key Postgres cannot store (a NUL) cannot name an operation either; it must not fail the event.
   if (key === null || key.length > MAX_KEY_LENGTH || unstorableText(key) !== undefined) {
     return {
@@ -39,7 +39,7 @@ export function readEvidence(
     }
   }
   const downstream =
-    rule.downstreamId === undefined ? null : scalarText(resolvePointer(event.body, rule.downstreamId))
+    rule.downstreamId === undefined ? null : scalarText(valueAt(event.body, rule.downstreamId))
   const downstreamId = downstream === null ? null : storableText(downstream.slice(0, 500))
   const failure = rule.failure === undefined ? null : failureMarker(rule.failure, event.body)
   return {
@@ -55,7 +55,7 @@ export function readEvidence(
 }
 
 function failureMarker(rule: NonNullable<EvidenceRule['failure']>, body: unknown): string | null {
-  const value = resolvePointer(body, rule.pointer)
+  const value = valueAt(body, rule.pointer)
   if (value === undefined || value === null || value === false || value === '') return null
   const text = typeof value === 'string' ? value : JSON.stringify(value)
   if (rule.values !== undefined && !rule.values.includes(text)) return null

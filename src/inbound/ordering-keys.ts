@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto'
 import type { SourceConfig } from '../config/config.js'
 import { type OrderingKeyRow, SOURCE_SCOPE } from '../db/ordering.js'
+import { parsePointer, resolvePointer } from '../json-pointer.js'
 import { canonicalJson } from '../outbound/hash.js'
-import { resolvePointer } from './verifiers/body.js'
 
 // An event's ordering keys, computed where it is claimed (receive.ts, a backfill pass) and written
 // with its row; the worker's ordered scopes (src/delivery/ordering.ts) compute the same.
@@ -15,16 +15,17 @@ export interface OrderingKey {
 }
 
 export function compileOrderingKey(pointer: string): OrderingKey {
+  const path = parsePointer(pointer)
   return {
     pointer,
     of(event) {
-      const value = resolvePointer(event, pointer)
+      const resolved = resolvePointer(event, path)
       // An event without the key (or a body that is not JSON) is not ordered against anything.
-      if (value === undefined) return undefined
+      if (!resolved.found) return undefined
       // Canonical JSON, so key order and number spelling never split one key in two; the pointer
       // is hashed too, so a changed pointer never meets the keys written under the old one.
       return createHash('sha256')
-        .update(`${pointer}\n${canonicalJson(value)}`)
+        .update(`${pointer}\n${canonicalJson(resolved.value)}`)
         .digest('hex')
     },
   }

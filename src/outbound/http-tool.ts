@@ -1,4 +1,5 @@
 import type { EffectClass } from '../db/outbound-schema.js'
+import { parsePointer } from '../json-pointer.js'
 import { classifyStatus, sendHttp } from './http-send.js'
 import { checkDestination, DestinationRefusedError, isAllowListed } from './ssrf.js'
 import {
@@ -147,10 +148,7 @@ const CANNOT_PLACE = Symbol('cannot place the key')
  */
 function withKeyAt(body: unknown, pointer: string, key: string): unknown {
   const root: unknown = body === undefined ? {} : structuredClone(body)
-  const tokens = pointer
-    .slice(1)
-    .split('/')
-    .map((token) => token.replaceAll('~1', '/').replaceAll('~0', '~'))
+  const tokens = parsePointer(pointer)
   let current = root
   for (const [index, token] of tokens.entries()) {
     if (!isPlainObject(current)) return CANNOT_PLACE

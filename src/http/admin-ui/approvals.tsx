@@ -1,8 +1,9 @@
-import type { FC } from 'hono/jsx'
+import type { FC, PropsWithChildren } from 'hono/jsx'
 import type { listApprovals } from '../../db/operation-queries.js'
-import type { ApprovalView } from '../../outbound/approvals.js'
+import type { ApprovalView, Decision } from '../../outbound/approvals.js'
 import { Badge, CsrfField, Json, Layout, type PageProps, utc } from './layout.js'
 import { NamedBy } from './operation.js'
+import { Table } from './tables.js'
 
 export interface ApprovalsPageProps {
   page: PageProps & { user: { name: string; csrf: string } }
@@ -21,28 +22,16 @@ export const ApprovalsPage: FC<ApprovalsPageProps> = ({ page, pending, decided }
     {decided.length === 0 ? null : (
       <>
         <h2>Recently decided</h2>
-        <table>
-          <thead>
-            <tr>
-              <th>Asked</th>
-              <th>Operation</th>
-              <th>Tool</th>
-              <th>Proposed</th>
-              <th>Decision</th>
-            </tr>
-          </thead>
-          <tbody>
-            {decided.map((a) => (
-              <tr>
-                <td class="mono">{utc(a.createdAt)}</td>
-                <td class="mono">{a.operationKey}</td>
-                <td>{a.tool}</td>
-                <td>{a.proposedAction}</td>
-                <td>{a.decision ?? ''}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+        <Table
+          rows={decided}
+          columns={[
+            { head: 'Asked', class: 'mono', cell: (a) => utc(a.createdAt) },
+            { head: 'Operation', class: 'mono', cell: (a) => a.operationKey },
+            { head: 'Tool', cell: (a) => a.tool },
+            { head: 'Proposed', cell: (a) => a.proposedAction },
+            { head: 'Decision', cell: (a) => a.decision ?? '' },
+          ]}
+        />
       </>
     )}
   </Layout>
@@ -50,16 +39,16 @@ export const ApprovalsPage: FC<ApprovalsPageProps> = ({ page, pending, decided }
 
 const ApprovalCard: FC<{ view: ApprovalView; csrf: string }> = ({ view, csrf }) => {
   const op = view.operation
-  const action = `/admin/approvals/${view.id}/decision`
-  const proposed = (decision: string) => (view.proposedAction === decision ? 'proposed' : undefined)
+  const undo = view.action === 'undo'
+  const card = { view, csrf }
   return (
     <section class="card" id={`approval-${view.id}`}>
       <div class="row">
         <strong class="mono">{op.key}</strong>
         <Badge status={op.status} />
         <span class="muted">
-          {op.tool} · {op.effect} · {view.action === 'undo' ? 'undo of the effect' : 'the effect itself'} ·
-          asked {utc(new Date(view.createdAt))}
+          {op.tool} · {op.effect} · {undo ? 'undo of the effect' : 'the effect itself'} · asked{' '}
+          {utc(new Date(view.createdAt))}
         </span>
       </div>
       <p>
@@ -82,61 +71,30 @@ const ApprovalCard: FC<{ view: ApprovalView; csrf: string }> = ({ view, csrf }) 
       {view.attempts.length === 0 ? null : (
         <>
           <h2>Attempts</h2>
-          <table>
-            <thead>
-              <tr>
-                <th>#</th>
-                <th>Key sent</th>
-                <th>Status</th>
-                <th>Started</th>
-                <th>Error</th>
-              </tr>
-            </thead>
-            <tbody>
-              {view.attempts.map((a) => (
-                <tr>
-                  <td>{a.attempt}</td>
-                  <td class="mono">{a.attemptKey}</td>
-                  <td>
-                    <Badge status={a.status} />
-                  </td>
-                  <td class="mono">{utc(new Date(a.startedAt))}</td>
-                  <td class="err">{a.error ?? ''}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+          <Table
+            rows={view.attempts}
+            columns={[
+              { head: '#', cell: (a) => a.attempt },
+              { head: 'Key sent', class: 'mono', cell: (a) => a.attemptKey },
+              { head: 'Status', cell: (a) => <Badge status={a.status} /> },
+              { head: 'Started', class: 'mono', cell: (a) => utc(new Date(a.startedAt)) },
+              { head: 'Error', class: 'err', cell: (a) => a.error ?? '' },
+            ]}
+          />
         </>
       )}
       <div class="decisions">
-        <form method="post" action={action} class={proposed('retry')}>
-          <CsrfField token={csrf} />
-          <input type="hidden" name="decision" value="retry" />
-          {/* The hash shown above: a retry is bound to exactly these arguments. */}
-          <input type="hidden" name="payloadHash" value={view.payloadHash} />
-          <strong>
-            Retry
-            {view.proposedAction === 'retry' ? <span class="badge b-info">proposed</span> : null}
-          </strong>
-          <span class="muted">
-            {view.action === 'undo'
-              ? 'Run the undo again.'
-              : 'Allow one more execution of exactly these arguments.'}
-          </span>
-          <label>
-            Note
-            <input name="note" />
-          </label>
-          <button type="submit">Retry</button>
-        </form>
-        <form method="post" action={action} class={proposed('record_success')}>
-          <CsrfField token={csrf} />
-          <input type="hidden" name="decision" value="record_success" />
-          <strong>
-            Record success
-            {view.proposedAction === 'record_success' ? <span class="badge b-info">proposed</span> : null}
-          </strong>
-          <span class="muted">The effect happened; record it and run nothing.</span>
+        <DecisionForm
+          {...card}
+          decision="retry"
+          explain={undo ? 'Run the undo again.' : 'Allow one more execution of exactly these arguments.'}
+        />
+        <DecisionForm
+          {...card}
+          decision="record_success"
+          explain="The effect happened; record it and run nothing."
+          button="ok"
+        >
           <label>
             Evidence (JSON, required)
             <textarea name="evidence" required placeholder='{"seen": "in the provider dashboard"}' />
@@ -149,35 +107,59 @@ const ApprovalCard: FC<{ view: ApprovalView; csrf: string }> = ({ view, csrf }) 
             Downstream id
             <input name="downstreamId" />
           </label>
-          <label>
-            Note
-            <input name="note" />
-          </label>
-          <button type="submit" class="ok">
-            Record success
-          </button>
-        </form>
-        <form method="post" action={action} class={proposed('abandon')}>
-          <CsrfField token={csrf} />
-          <input type="hidden" name="decision" value="abandon" />
-          <strong>
-            Abandon
-            {view.proposedAction === 'abandon' ? <span class="badge b-info">proposed</span> : null}
-          </strong>
-          <span class="muted">
-            {view.action === 'undo'
-              ? 'Leave the effect in place.'
-              : 'Give up: nothing runs this operation again.'}
-          </span>
-          <label>
-            Note
-            <input name="note" />
-          </label>
-          <button type="submit" class="danger">
-            Abandon
-          </button>
-        </form>
+        </DecisionForm>
+        <DecisionForm
+          {...card}
+          decision="abandon"
+          explain={undo ? 'Leave the effect in place.' : 'Give up: nothing runs this operation again.'}
+          button="danger"
+        />
       </div>
     </section>
+  )
+}
+
+const DECISION_TITLES: Record<Decision, string> = {
+  retry: 'Retry',
+  record_success: 'Record success',
+  abandon: 'Abandon',
+}
+
+/** One decision's form, outlined when it is the one proposed; its own fields come before the note. */
+const DecisionForm: FC<
+  PropsWithChildren<{
+    view: ApprovalView
+    csrf: string
+    decision: Decision
+    explain: string
+    button?: 'ok' | 'danger'
+  }>
+> = ({ view, csrf, decision, explain, button, children }) => {
+  const proposed = view.proposedAction === decision
+  const title = DECISION_TITLES[decision]
+  return (
+    <form
+      method="post"
+      action={`/admin/approvals/${view.id}/decision`}
+      class={proposed ? 'proposed' : undefined}
+    >
+      <CsrfField token={csrf} />
+      <input type="hidden" name="decision" value={decision} />
+      {/* The hash shown above: a retry is bound to exactly these arguments. */}
+      {decision === 'retry' ? <input type="hidden" name="payloadHash" value={view.payloadHash} /> : null}
+      <strong>
+        {title}
+        {proposed ? <span class="badge b-info">proposed</span> : null}
+      </strong>
+      <span class="muted">{explain}</span>
+      {children}
+      <label>
+        Note
+        <input name="note" />
+      </label>
+      <button type="submit" class={button}>
+        {title}
+      </button>
+    </form>
   )
 }

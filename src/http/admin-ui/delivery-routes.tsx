@@ -11,6 +11,7 @@ import type { Logger } from '../../logger.js'
 import { type AdminEnv, requireCsrfToken } from './guard.js'
 import { Badge, CsrfField, Layout, MessagePage, type PageProps, utc } from './layout.js'
 import type { AdminSessions } from './session.js'
+import { Table } from './tables.js'
 
 export interface DeliveryRouteDependencies {
   db: Database
@@ -105,71 +106,55 @@ const RoutesPage: FC<{
 }> = ({ page, rows }) => (
   <Layout {...page}>
     <h1>Routes</h1>
-    {rows.length === 0 ? (
-      <p class="muted">No source has routes: each delivers through its one handler.</p>
-    ) : (
-      <table>
-        <thead>
-          <tr>
-            <th>Route</th>
-            <th>Filter</th>
-            <th>Destination</th>
-            <th>Limits</th>
-            <th>Circuit</th>
-            <th>State</th>
-          </tr>
-        </thead>
-        <tbody>
-          {rows.map((row) => (
-            <tr>
-              <td class="mono">
-                {row.source}/{row.route.id}
-              </td>
-              <td class="mono">{describeFilter(row.route)}</td>
-              <td class="mono" style="overflow-wrap:anywhere">
-                {row.route.forward?.url ?? `code handler '${row.route.handler}'`}
-              </td>
-              <td>{describeLimits(row.route)}</td>
-              <td>
-                {row.circuit === undefined ? (
-                  '—'
-                ) : (
-                  <>
-                    <Badge status={row.circuit.state} />{' '}
-                    <span class="muted">
-                      {row.circuit.failures} failing in a row
-                      {row.circuit.openUntil === null ? '' : `; open until ${utc(row.circuit.openUntil)}`}
-                    </span>
-                  </>
-                )}
-              </td>
-              <td>
-                {row.disabled === undefined ? (
-                  <Badge status="enabled" />
-                ) : (
-                  <form
-                    method="post"
-                    action={`/admin/routes/${row.source}/${row.route.id}/enable`}
-                    class="row"
-                  >
-                    <Badge status="disabled" />
-                    <span class="err">
-                      {row.disabled.reason} (since {utc(row.disabled.since)})
-                    </span>
-                    <CsrfField token={page.user.csrf} />
-                    <button type="submit" class="ok">
-                      Enable
-                    </button>
-                  </form>
-                )}
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    )}
+    <Table
+      rows={rows}
+      empty="No source has routes: each delivers through its one handler."
+      columns={[
+        { head: 'Route', class: 'mono', cell: (row) => `${row.source}/${row.route.id}` },
+        { head: 'Filter', class: 'mono', cell: (row) => describeFilter(row.route) },
+        {
+          head: 'Destination',
+          class: 'mono',
+          style: 'overflow-wrap:anywhere',
+          cell: (row) => row.route.forward?.url ?? `code handler '${row.route.handler}'`,
+        },
+        { head: 'Limits', cell: (row) => describeLimits(row.route) },
+        { head: 'Circuit', cell: (row) => <CircuitState circuit={row.circuit} /> },
+        {
+          head: 'State',
+          cell: (row) =>
+            row.disabled === undefined ? (
+              <Badge status="enabled" />
+            ) : (
+              <form method="post" action={`/admin/routes/${row.source}/${row.route.id}/enable`} class="row">
+                <Badge status="disabled" />
+                <span class="err">
+                  {row.disabled.reason} (since {utc(row.disabled.since)})
+                </span>
+                <CsrfField token={page.user.csrf} />
+                <button type="submit" class="ok">
+                  Enable
+                </button>
+              </form>
+            ),
+        },
+      ]}
+    />
   </Layout>
 )
+
+const CircuitState: FC<{ circuit: CircuitView | undefined }> = ({ circuit }) =>
+  circuit === undefined ? (
+    '—'
+  ) : (
+    <>
+      <Badge status={circuit.state} />{' '}
+      <span class="muted">
+        {circuit.failures} failing in a row
+        {circuit.openUntil === null ? '' : `; open until ${utc(circuit.openUntil)}`}
+      </span>
+    </>
+  )
 
 function describeFilter(route: RouteConfig): string {
   const parts = [

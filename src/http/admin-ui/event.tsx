@@ -4,8 +4,9 @@ import type { EventRouteRow } from '../../db/event-routes.js'
 import type { OperationRow } from '../../db/operation-rows.js'
 import type { OrderingHead } from '../../db/ordering.js'
 import { traceIdOf } from '../../tracing.js'
-import { Badge, CsrfField, Fact, LastError, Layout, type PageProps, utc } from './layout.js'
+import { Badge, CsrfField, Layout, type PageProps, utc } from './layout.js'
 import { duration } from './operation.js'
+import { Facts, lastError, Table } from './tables.js'
 
 export interface EventPageProps {
   page: PageProps & { user: { name: string; csrf: string } }
@@ -63,33 +64,32 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations, routes
         </div>
       )}
 
-      <table class="facts">
-        <tbody>
-          <Fact name="Row id" mono value={event.id} />
-          <Fact name="Type" value={event.eventType ?? '—'} />
-          <Fact
-            name="Authenticated by"
-            value={
+      <Facts
+        facts={[
+          { name: 'Row id', value: event.id, class: 'mono' },
+          { name: 'Type', value: event.eventType ?? '—' },
+          {
+            name: 'Authenticated by',
+            value:
               event.origin === 'backfill'
                 ? "the provider's API (backfill), not a signature"
-                : "the delivery's signature (webhook)"
-            }
-          />
-          <Fact name="Payload sha256" mono value={event.payloadHash} />
-          <Fact
-            name="Trace id"
-            mono
-            value={traceIdOf(event.traceParent) ?? '— (received with tracing off)'}
-          />
-          <Fact name="Received" mono value={utc(event.receivedAt)} />
-          <Fact name="Enqueued" mono value={utc(event.enqueuedAt)} />
-          <Fact name="Processed" mono value={utc(event.processedAt)} />
-          <Fact name="Attempts (this round)" value={String(event.attempts)} />
-          <Fact name="Replays" value={String(event.replays)} />
-          <Fact name="Next attempt" mono value={utc(event.nextAttemptAt)} />
-          <Fact name="Last error" value={event.lastError ?? '—'} />
-        </tbody>
-      </table>
+                : "the delivery's signature (webhook)",
+          },
+          { name: 'Payload sha256', value: event.payloadHash, class: 'mono' },
+          {
+            name: 'Trace id',
+            value: traceIdOf(event.traceParent) ?? '— (received with tracing off)',
+            class: 'mono',
+          },
+          { name: 'Received', value: utc(event.receivedAt), class: 'mono' },
+          { name: 'Enqueued', value: utc(event.enqueuedAt), class: 'mono' },
+          { name: 'Processed', value: utc(event.processedAt), class: 'mono' },
+          { name: 'Attempts (this round)', value: String(event.attempts) },
+          { name: 'Replays', value: String(event.replays) },
+          { name: 'Next attempt', value: utc(event.nextAttemptAt), class: 'mono' },
+          { name: 'Last error', value: event.lastError ?? '—' },
+        ]}
+      />
 
       <div class="grid2">
         <section>
@@ -116,122 +116,85 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations, routes
       </div>
 
       <h2>Attempts</h2>
-      {attempts.length === 0 ? (
-        <p class="muted">No attempt has finished yet.</p>
-      ) : (
-        <table>
-          <thead>
-            <tr>
-              <th>Round</th>
-              <th>#</th>
-              <th>Outcome</th>
-              <th>Started</th>
-              <th>Duration</th>
-              <th>Response</th>
-              <th>Error</th>
-            </tr>
-          </thead>
-          <tbody>
-            {attempts.map((a) => (
-              <tr>
-                <td>{a.replay === 0 ? 'received' : `replay ${a.replay}`}</td>
-                <td>{a.attempt}</td>
-                <td>
-                  <Badge status={a.outcome} />
-                </td>
-                <td class="mono">{utc(a.startedAt)}</td>
-                <td>{duration(a.startedAt, a.finishedAt)}</td>
-                <td style="min-width:220px">
-                  {a.responseStatus === null ? null : (
-                    <span class={`badge ${a.responseStatus < 300 ? 'b-ok' : 'b-bad'}`}>
-                      {a.responseStatus}
-                    </span>
-                  )}
-                  {a.responseExcerpt === null || a.responseExcerpt === '' ? null : (
-                    <pre class="excerpt">{a.responseExcerpt}</pre>
-                  )}
-                </td>
-                <td class="err">{a.error ?? ''}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      <Table
+        rows={attempts}
+        empty="No attempt has finished yet."
+        columns={[
+          { head: 'Round', cell: (a) => (a.replay === 0 ? 'received' : `replay ${a.replay}`) },
+          { head: '#', cell: (a) => a.attempt },
+          { head: 'Outcome', cell: (a) => <Badge status={a.outcome} /> },
+          { head: 'Started', class: 'mono', cell: (a) => utc(a.startedAt) },
+          { head: 'Duration', cell: (a) => duration(a.startedAt, a.finishedAt) },
+          {
+            head: 'Response',
+            style: 'min-width:220px',
+            cell: (a) => (
+              <>
+                {a.responseStatus === null ? null : (
+                  <span class={`badge ${a.responseStatus < 300 ? 'b-ok' : 'b-bad'}`}>{a.responseStatus}</span>
+                )}
+                {a.responseExcerpt === null || a.responseExcerpt === '' ? null : (
+                  <pre class="excerpt">{a.responseExcerpt}</pre>
+                )}
+              </>
+            ),
+          },
+          { head: 'Error', class: 'err', cell: (a) => a.error ?? '' },
+        ]}
+      />
 
       {replays.length === 0 ? null : (
         <>
           <h2>Replays</h2>
-          <table>
-            <thead>
-              <tr>
-                <th>Round</th>
-                <th>By</th>
-                <th>At</th>
-                <th>Attempts before</th>
-                <th>Error before</th>
-              </tr>
-            </thead>
-            <tbody>
-              {replays.map((r) => (
-                <tr>
-                  <td>replay {r.replay}</td>
-                  <td>{r.by}</td>
-                  <td class="mono">{utc(r.at)}</td>
-                  <td>{r.previousAttempts}</td>
-                  <td class="err">{r.previousError ?? ''}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
+          <Table
+            rows={replays}
+            columns={[
+              { head: 'Round', cell: (r) => `replay ${r.replay}` },
+              { head: 'By', cell: (r) => r.by },
+              { head: 'At', class: 'mono', cell: (r) => utc(r.at) },
+              { head: 'Attempts before', cell: (r) => r.previousAttempts },
+              { head: 'Error before', class: 'err', cell: (r) => r.previousError ?? '' },
+            ]}
+          />
         </>
       )}
 
       <EventRoutes routes={routes} />
 
       <h2>Operations it caused</h2>
-      {operations.length === 0 ? (
-        <p class="muted">None: the handler made no call through the outbound ledger.</p>
-      ) : (
-        <table>
-          <thead>
-            <tr>
-              <th>Key</th>
-              <th>Tool</th>
-              <th>Effect</th>
-              <th>Status</th>
-              <th>Attempts</th>
-              <th>Downstream id</th>
-              <th>Last error</th>
-            </tr>
-          </thead>
-          <tbody>
-            {operations.map((op) => (
-              <tr>
-                <td class="mono">
-                  <a href={`/admin/operations/${op.id}`}>{op.operationKey}</a>
-                </td>
-                <td>{op.tool}</td>
-                <td>{op.effectClass}</td>
-                <td>
-                  {op.status === 'awaiting_approval' ? (
-                    <a href="/admin/approvals">
-                      <Badge status={op.status} />
-                    </a>
-                  ) : (
+      <Table
+        rows={operations}
+        empty="None: the handler made no call through the outbound ledger."
+        columns={[
+          {
+            head: 'Key',
+            class: 'mono',
+            cell: (op) => <a href={`/admin/operations/${op.id}`}>{op.operationKey}</a>,
+          },
+          { head: 'Tool', cell: (op) => op.tool },
+          { head: 'Effect', cell: (op) => op.effectClass },
+          {
+            head: 'Status',
+            cell: (op) => (
+              <>
+                {op.status === 'awaiting_approval' ? (
+                  <a href="/admin/approvals">
                     <Badge status={op.status} />
-                  )}
-                  {ofPausedRoute(op.operationKey) ? (
-                    <span class="muted"> · route paused: re-enable it under Routes to send again</span>
-                  ) : null}
-                </td>
-                <td>{op.attempts}</td>
-                <td class="mono">{op.downstreamId ?? ''}</td>
-                <LastError status={op.status} error={op.lastError} />
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+                  </a>
+                ) : (
+                  <Badge status={op.status} />
+                )}
+                {ofPausedRoute(op.operationKey) ? (
+                  <span class="muted"> · route paused: re-enable it under Routes to send again</span>
+                ) : null}
+              </>
+            ),
+          },
+          { head: 'Attempts', cell: (op) => op.attempts },
+          { head: 'Downstream id', class: 'mono', cell: (op) => op.downstreamId ?? '' },
+          { head: 'Last error', shown: (op) => lastError(op.status, op.lastError) },
+        ]}
+      />
     </Layout>
   )
 }
@@ -244,34 +207,21 @@ const EventRoutes: FC<{ routes: readonly EventRouteRow[] }> = ({ routes }) =>
   routes.length === 0 ? null : (
     <>
       <h2>Routes</h2>
-      <table>
-        <thead>
-          <tr>
-            <th>Route</th>
-            <th>Status</th>
-            <th>Attempts</th>
-            <th>Response</th>
-            <th>Updated</th>
-            <th>Last error</th>
-          </tr>
-        </thead>
-        <tbody>
-          {routes.map((route) => (
-            <tr>
-              <td class="mono">
-                <a href="/admin/routes">{route.routeId}</a>
-              </td>
-              <td>
-                <Badge status={route.status} />
-              </td>
-              <td>{route.attempts}</td>
-              <td>{route.responseStatus ?? ''}</td>
-              <td class="mono">{utc(route.updatedAt)}</td>
-              <td class="err">{route.status === 'done' ? '' : (route.lastError ?? '')}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+      <Table
+        rows={routes}
+        columns={[
+          { head: 'Route', class: 'mono', cell: (route) => <a href="/admin/routes">{route.routeId}</a> },
+          { head: 'Status', cell: (route) => <Badge status={route.status} /> },
+          { head: 'Attempts', cell: (route) => route.attempts },
+          { head: 'Response', cell: (route) => route.responseStatus ?? '' },
+          { head: 'Updated', class: 'mono', cell: (route) => utc(route.updatedAt) },
+          {
+            head: 'Last error',
+            class: 'err',
+            cell: (route) => (route.status === 'done' ? '' : (route.lastError ?? '')),
+          },
+        ]}
+      />
     </>
   )
 

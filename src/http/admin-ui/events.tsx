@@ -3,6 +3,7 @@ import type { EventCursor, EventFilter, EventSummary } from '../../db/event-quer
 import { eventStatus } from '../../db/schema.js'
 import { describePayload, encodeCursor, filterParams } from './filters.js'
 import { Badge, CsrfField, Layout, type PageProps, utc } from './layout.js'
+import { Table } from './tables.js'
 
 export interface EventsPageProps {
   page: PageProps & { user: { name: string; csrf: string } }
@@ -78,55 +79,51 @@ export const EventsPage: FC<EventsPageProps> = ({ page, filter, sources, events,
         <a href="/admin/events">Clear</a>
       </form>
 
-      {events.length === 0 ? (
-        <p class="muted">No events match{paged ? ' on this page' : ''}.</p>
-      ) : (
-        <table>
-          <thead>
-            <tr>
-              <th>Received</th>
-              <th>Source</th>
-              <th>Event id</th>
-              <th>Type</th>
-              <th>Status</th>
-              <th>Attempts</th>
-              <th>Last error</th>
-            </tr>
-          </thead>
-          <tbody>
-            {events.map((event) => (
-              <tr>
-                <td class="mono">{utc(event.receivedAt)}</td>
-                <td>{event.source}</td>
-                <td class="mono">
-                  <a href={`/admin/events/${event.id}`}>{event.eventId}</a>
-                  {event.origin === 'backfill' ? (
-                    <span class="muted" title="fetched from the provider's API, not a signed delivery">
-                      {' '}
-                      (backfill)
-                    </span>
-                  ) : null}
-                </td>
-                <td>{event.eventType ?? '—'}</td>
-                <td>
-                  {event.paused && event.status === 'pending' ? (
-                    <span title="waiting behind a route a destination disabled (410 Gone): re-enable it under Routes">
-                      <Badge status="paused" />
-                    </span>
-                  ) : (
-                    <Badge status={event.status} />
-                  )}
-                </td>
-                <td>
-                  {event.attempts}
-                  {event.replays > 0 ? <span class="muted"> · replayed {event.replays}×</span> : null}
-                </td>
-                <td class="err">{truncate(event.lastError, 160)}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      <Table
+        rows={events}
+        empty={`No events match${paged ? ' on this page' : ''}.`}
+        columns={[
+          { head: 'Received', class: 'mono', cell: (event) => utc(event.receivedAt) },
+          { head: 'Source', cell: (event) => event.source },
+          {
+            head: 'Event id',
+            class: 'mono',
+            cell: (event) => (
+              <>
+                <a href={`/admin/events/${event.id}`}>{event.eventId}</a>
+                {event.origin === 'backfill' ? (
+                  <span class="muted" title="fetched from the provider's API, not a signed delivery">
+                    {' '}
+                    (backfill)
+                  </span>
+                ) : null}
+              </>
+            ),
+          },
+          { head: 'Type', cell: (event) => event.eventType ?? '—' },
+          {
+            head: 'Status',
+            cell: (event) =>
+              event.paused && event.status === 'pending' ? (
+                <span title="waiting behind a route a destination disabled (410 Gone): re-enable it under Routes">
+                  <Badge status="paused" />
+                </span>
+              ) : (
+                <Badge status={event.status} />
+              ),
+          },
+          {
+            head: 'Attempts',
+            cell: (event) => (
+              <>
+                {event.attempts}
+                {event.replays > 0 ? <span class="muted"> · replayed {event.replays}×</span> : null}
+              </>
+            ),
+          },
+          { head: 'Last error', class: 'err', cell: (event) => truncate(event.lastError, 160) },
+        ]}
+      />
 
       <div class="pager">
         {paged ? <a href={link([])}>« First page</a> : null}

@@ -1,7 +1,8 @@
 import type { FC } from 'hono/jsx'
 import type { EvidenceRow } from '../../db/evidence.js'
 import type { OperationDetail } from '../../db/operation-queries.js'
-import { Badge, Fact, Json, LastError, Layout, type PageProps, utc } from './layout.js'
+import { Badge, Json, Layout, type PageProps, utc } from './layout.js'
+import { Facts, lastError, Table } from './tables.js'
 
 /** One outbound operation: its arguments and result, every attempt, the audit trail and its approvals. */
 export const OperationPage: FC<{ page: PageProps; detail: OperationDetail }> = ({ page, detail }) => {
@@ -19,21 +20,18 @@ export const OperationPage: FC<{ page: PageProps; detail: OperationDetail }> = (
       <p class="muted">
         <a href="/admin/operations?status=all">« Operations</a>
       </p>
-      <table class="facts">
-        <tbody>
-          <Fact name="Tool" value={`${op.tool} (${op.effectClass})`} />
-          <Fact name="Payload sha256" value={op.payloadHash} mono />
-          <Fact name="Attempts" value={`${op.attempts} (this round ${op.roundAttempts})`} />
-          <Fact name="Downstream id" value={op.downstreamId ?? '—'} mono />
-          <Fact name="Created" value={utc(op.createdAt)} mono />
-          <Fact name="Updated" value={utc(op.updatedAt)} mono />
-          <Fact name="Completed" value={utc(op.completedAt)} mono />
-          <tr>
-            <th>Last error</th>
-            <LastError status={op.status} error={op.lastError ?? '—'} />
-          </tr>
-        </tbody>
-      </table>
+      <Facts
+        facts={[
+          { name: 'Tool', value: `${op.tool} (${op.effectClass})` },
+          { name: 'Payload sha256', value: op.payloadHash, class: 'mono' },
+          { name: 'Attempts', value: `${op.attempts} (this round ${op.roundAttempts})` },
+          { name: 'Downstream id', value: op.downstreamId ?? '—', class: 'mono' },
+          { name: 'Created', value: utc(op.createdAt), class: 'mono' },
+          { name: 'Updated', value: utc(op.updatedAt), class: 'mono' },
+          { name: 'Completed', value: utc(op.completedAt), class: 'mono' },
+          { name: 'Last error', ...lastError(op.status, op.lastError ?? '—') },
+        ]}
+      />
       <div class="grid2">
         <section>
           <h2>Arguments</h2>
@@ -52,96 +50,54 @@ export const OperationPage: FC<{ page: PageProps; detail: OperationDetail }> = (
       </div>
 
       <h2>Attempts</h2>
-      {attempts.length === 0 ? (
-        <p class="muted">No call went out.</p>
-      ) : (
-        <table>
-          <thead>
-            <tr>
-              <th>#</th>
-              <th>Key sent</th>
-              <th>Status</th>
-              <th>Started</th>
-              <th>Duration</th>
-              <th>Error</th>
-            </tr>
-          </thead>
-          <tbody>
-            {attempts.map((a) => (
-              <tr>
-                <td>{a.attempt}</td>
-                <td class="mono">{a.attemptKey}</td>
-                <td>
-                  <Badge status={a.status} />
-                </td>
-                <td class="mono">{utc(a.startedAt)}</td>
-                <td>{duration(a.startedAt, a.finishedAt)}</td>
-                <LastError status={op.status} error={a.error} />
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      <Table
+        rows={attempts}
+        empty="No call went out."
+        columns={[
+          { head: '#', cell: (a) => a.attempt },
+          { head: 'Key sent', class: 'mono', cell: (a) => a.attemptKey },
+          { head: 'Status', cell: (a) => <Badge status={a.status} /> },
+          { head: 'Started', class: 'mono', cell: (a) => utc(a.startedAt) },
+          { head: 'Duration', cell: (a) => duration(a.startedAt, a.finishedAt) },
+          { head: 'Error', shown: (a) => lastError(op.status, a.error) },
+        ]}
+      />
 
       <NamedBy rows={namedBy} />
 
       <h2>Approvals</h2>
-      {approvals.length === 0 ? (
-        <p class="muted">No person was asked about it.</p>
-      ) : (
-        <table>
-          <thead>
-            <tr>
-              <th>Asked</th>
-              <th>Why</th>
-              <th>Proposed</th>
-              <th>Decision</th>
-              <th>By</th>
-              <th>Note</th>
-            </tr>
-          </thead>
-          <tbody>
-            {approvals.map((a) => (
-              <tr>
-                <td class="mono">{utc(a.createdAt)}</td>
-                <td>{a.reason}</td>
-                <td>{a.proposedAction}</td>
-                <td>{a.decision === null ? <Badge status="awaiting_approval" /> : a.decision}</td>
-                <td>{a.decidedBy ?? ''}</td>
-                <td>{a.note ?? ''}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      )}
+      <Table
+        rows={approvals}
+        empty="No person was asked about it."
+        columns={[
+          { head: 'Asked', class: 'mono', cell: (a) => utc(a.createdAt) },
+          { head: 'Why', cell: (a) => a.reason },
+          { head: 'Proposed', cell: (a) => a.proposedAction },
+          {
+            head: 'Decision',
+            cell: (a) => (a.decision === null ? <Badge status="awaiting_approval" /> : a.decision),
+          },
+          { head: 'By', cell: (a) => a.decidedBy ?? '' },
+          { head: 'Note', cell: (a) => a.note ?? '' },
+        ]}
+      />
 
       <h2>Audit trail</h2>
-      <table>
-        <thead>
-          <tr>
-            <th>At</th>
-            <th>Event</th>
-            <th>From → to</th>
-            <th>Actor</th>
-            <th>Details</th>
-          </tr>
-        </thead>
-        <tbody>
-          {audit.map((entry) => (
-            <tr>
-              <td class="mono">{utc(entry.at)}</td>
-              <td>{entry.event}</td>
-              <td>
-                {entry.fromStatus ?? '—'} → {entry.toStatus ?? '—'}
-              </td>
-              <td>{entry.actor}</td>
-              <td class="mono" style="overflow-wrap:anywhere">
-                {entry.details === null ? '' : JSON.stringify(entry.details)}
-              </td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+      <Table
+        rows={audit}
+        columns={[
+          { head: 'At', class: 'mono', cell: (entry) => utc(entry.at) },
+          { head: 'Event', cell: (entry) => entry.event },
+          { head: 'From → to', cell: (entry) => `${entry.fromStatus ?? '—'} → ${entry.toStatus ?? '—'}` },
+          { head: 'Actor', cell: (entry) => entry.actor },
+          {
+            head: 'Details',
+            class: 'mono',
+            style: 'overflow-wrap:anywhere',
+            cell: (entry) => (entry.details === null ? '' : JSON.stringify(entry.details)),
+          },
+        ]}
+      />
     </Layout>
   )
 }
@@ -161,31 +117,19 @@ export const NamedBy: FC<{ rows: readonly EvidenceRow[] }> = ({ rows }) =>
   rows.length === 0 ? null : (
     <>
       <h2>Events that named it</h2>
-      <table>
-        <thead>
-          <tr>
-            <th>Received</th>
-            <th>Event</th>
-            <th>Says</th>
-            <th>Status</th>
-            <th>Why not applied</th>
-          </tr>
-        </thead>
-        <tbody>
-          {rows.map((row) => (
-            <tr>
-              <td class="mono">{utc(row.receivedAt)}</td>
-              <td class="mono">
-                {row.source}/{row.eventId} {row.eventType ?? ''}
-              </td>
-              <td>{row.outcome}</td>
-              <td>
-                <Badge status={row.status} />
-              </td>
-              <td>{row.note ?? ''}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+      <Table
+        rows={rows}
+        columns={[
+          { head: 'Received', class: 'mono', cell: (row) => utc(row.receivedAt) },
+          {
+            head: 'Event',
+            class: 'mono',
+            cell: (row) => `${row.source}/${row.eventId} ${row.eventType ?? ''}`,
+          },
+          { head: 'Says', cell: (row) => row.outcome },
+          { head: 'Status', cell: (row) => <Badge status={row.status} /> },
+          { head: 'Why not applied', cell: (row) => row.note ?? '' },
+        ]}
+      />
     </>
   )

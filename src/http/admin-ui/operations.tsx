@@ -1,7 +1,8 @@
 import type { FC } from 'hono/jsx'
 import type { listOperations } from '../../db/operation-queries.js'
 import { type OperationStatus, operationStatus } from '../../db/outbound-schema.js'
-import { Badge, LastError, Layout, type PageProps, utc } from './layout.js'
+import { Badge, Layout, type PageProps, utc } from './layout.js'
+import { lastError, Table } from './tables.js'
 
 export interface OperationsPageProps {
   page: PageProps
@@ -36,40 +37,19 @@ export const OperationsPage: FC<OperationsPageProps> = ({ page, status, operatio
         settle becomes an approval.
       </p>
     ) : null}
-    {operations.length === 0 ? (
-      <p class="muted">{status === 'all' ? 'No operation yet.' : `No operation is ${status}.`}</p>
-    ) : (
-      <table>
-        <thead>
-          <tr>
-            <th>Key</th>
-            <th>Tool</th>
-            <th>Effect</th>
-            <th>Status</th>
-            <th>Attempts</th>
-            <th>Updated</th>
-            <th>Last error</th>
-          </tr>
-        </thead>
-        <tbody>
-          {operations.map((op) => (
-            <tr>
-              <td class="mono">
-                <a href={`/admin/operations/${op.id}`}>{op.key}</a>
-              </td>
-              <td>{op.tool}</td>
-              <td>{op.effect}</td>
-              <td>
-                <Badge status={op.status} />
-              </td>
-              <td>{op.attempts}</td>
-              <td class="mono">{utc(op.updatedAt)}</td>
-              <LastError status={op.status} error={op.lastError} max={200} />
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    )}
+    <Table
+      rows={operations}
+      empty={status === 'all' ? 'No operation yet.' : `No operation is ${status}.`}
+      columns={[
+        { head: 'Key', class: 'mono', cell: (op) => <a href={`/admin/operations/${op.id}`}>{op.key}</a> },
+        { head: 'Tool', cell: (op) => op.tool },
+        { head: 'Effect', cell: (op) => op.effect },
+        { head: 'Status', cell: (op) => <Badge status={op.status} /> },
+        { head: 'Attempts', cell: (op) => op.attempts },
+        { head: 'Updated', class: 'mono', cell: (op) => utc(op.updatedAt) },
+        { head: 'Last error', shown: (op) => lastError(op.status, op.lastError, 200) },
+      ]}
+    />
     {operations.length >= limit ? <p class="muted">Showing the {limit} most recently updated.</p> : null}
   </Layout>
 )

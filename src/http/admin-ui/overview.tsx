@@ -1,7 +1,8 @@
 import type { FC } from 'hono/jsx'
 import type { Overview, OverviewWindow, SourceStats } from '../../db/overview-queries.js'
 import { type Bar, ChartLegend, DeliveryChart } from './chart.js'
-import { Layout, type PageProps } from './layout.js'
+import { Layout, NavLink, type PageProps } from './layout.js'
+import { Table } from './tables.js'
 
 export interface OverviewView {
   window: OverviewWindow
@@ -19,41 +20,37 @@ export const OverviewPage: FC<{ page: PageProps; view: OverviewView; overview: O
   const minutesPerBucket = overview.bucketMs / 60_000
   const unit = minutesPerBucket === 1 ? 'per minute' : `per minute, ${minutesPerBucket}-minute average`
   const total = overview.stats.find((s) => s.source === undefined) ?? emptyStats()
-  const perSource = overview.stats.filter((s) => s.source !== undefined)
+  const perSource = overview.stats.filter(
+    (s): s is SourceStats & { source: string } => s.source !== undefined,
+  )
   const awaiting = awaitingBySource(overview)
   const awaitingShown =
     view.source === undefined
       ? sum(overview.awaitingApproval.map((a) => a.count))
       : (awaiting.get(view.source) ?? 0)
-  const link = (changes: Partial<OverviewView>) => overviewHref({ ...view, ...changes })
+  // This view with `changes`, marked as the current one when it already shows them.
+  const tab = (changes: Partial<OverviewView>, label: string) => (
+    <NavLink
+      href={overviewHref({ ...view, ...changes })}
+      on={Object.entries(changes).every(([name, value]) => view[name as keyof OverviewView] === value)}
+    >
+      {label}
+    </NavLink>
+  )
   const eventsHref = (extra: Record<string, string>) =>
     `/admin/events?${new URLSearchParams({ from: overview.from.toISOString(), ...extra })}`
   return (
     <Layout {...page} refreshSeconds={view.refresh}>
       <h1>Overview</h1>
       <div class="tabs">
-        <a href={link({ window: 'hour' })} class={view.window === 'hour' ? 'on' : undefined}>
-          Last hour
-        </a>
-        <a href={link({ window: 'day' })} class={view.window === 'day' ? 'on' : undefined}>
-          Last day
-        </a>
+        {tab({ window: 'hour' }, 'Last hour')}
+        {tab({ window: 'day' }, 'Last day')}
         <span class="muted">·</span>
-        <a href={link({ source: undefined })} class={view.source === undefined ? 'on' : undefined}>
-          All sources
-        </a>
-        {view.sources.map((source) => (
-          <a href={link({ source })} class={view.source === source ? 'on' : undefined}>
-            {source}
-          </a>
-        ))}
+        {tab({ source: undefined }, 'All sources')}
+        {view.sources.map((source) => tab({ source }, source))}
         <span class="muted">· Auto-refresh:</span>
-        <a href={link({ refresh: undefined })} class={view.refresh === undefined ? 'on' : undefined}>
-          off
-        </a>
-        <a href={link({ refresh: 30 })} class={view.refresh === 30 ? 'on' : undefined}>
-          30 s
-        </a>
+        {tab({ refresh: undefined }, 'off')}
+        {tab({ refresh: 30 }, '30 s')}
       </div>
 
       <div class="stats">
@@ -88,56 +85,46 @@ export const OverviewPage: FC<{ page: PageProps; view: OverviewView; overview: O
       </section>
 
       <h2>Per source</h2>
-      {perSource.length === 0 ? (
-        <p class="muted">Nothing was received in this window.</p>
-      ) : (
-        <table>
-          <thead>
-            <tr>
-              <th>Source</th>
-              <th>Received</th>
-              <th>FAILED</th>
-              <th>In flight</th>
-              <th>Awaiting approval</th>
-              <th>p50</th>
-              <th>p99</th>
-              <th>Deliveries</th>
-            </tr>
-          </thead>
-          <tbody>
-            {perSource.map((stats) => {
-              const source = stats.source ?? ''
-              return (
-                <tr>
-                  <td>
-                    <a href={eventsHref({ source })}>{source}</a>
-                  </td>
-                  <td>{stats.received}</td>
-                  <td>
-                    {stats.failed === 0 ? (
-                      '0'
-                    ) : (
-                      <a href={eventsHref({ source, status: 'failed' })} class="badge b-bad">
-                        {stats.failed}
-                      </a>
-                    )}
-                  </td>
-                  <td>
-                    {stats.inFlight}
-                    {stats.paused === 0 ? null : <span class="muted"> · {stats.paused} paused</span>}
-                  </td>
-                  <td>{awaiting.get(source) ?? 0}</td>
-                  <td>{millis(stats.p50Ms)}</td>
-                  <td>{millis(stats.p99Ms)}</td>
-                  <td>
-                    <DeliveryChart bars={barsOf(overview, source)} labelEvery={1} compact unit={unit} />
-                  </td>
-                </tr>
-              )
-            })}
-          </tbody>
-        </table>
-      )}
+      <Table
+        rows={perSource}
+        empty="Nothing was received in this window."
+        columns={[
+          {
+            head: 'Source',
+            cell: (stats) => <a href={eventsHref({ source: stats.source })}>{stats.source}</a>,
+          },
+          { head: 'Received', cell: (stats) => stats.received },
+          {
+            head: 'FAILED',
+            cell: (stats) =>
+              stats.failed === 0 ? (
+                '0'
+              ) : (
+                <a href={eventsHref({ source: stats.source, status: 'failed' })} class="badge b-bad">
+                  {stats.failed}
+                </a>
+              ),
+          },
+          {
+            head: 'In flight',
+            cell: (stats) => (
+              <>
+                {stats.inFlight}
+                {stats.paused === 0 ? null : <span class="muted"> · {stats.paused} paused</span>}
+              </>
+            ),
+          },
+          { head: 'Awaiting approval', cell: (stats) => awaiting.get(stats.source) ?? 0 },
+          { head: 'p50', cell: (stats) => millis(stats.p50Ms) },
+          { head: 'p99', cell: (stats) => millis(stats.p99Ms) },
+          {
+            head: 'Deliveries',
+            cell: (stats) => (
+              <DeliveryChart bars={barsOf(overview, stats.source)} labelEvery={1} compact unit={unit} />
+            ),
+          },
+        ]}
+      />
       <p class="muted">
         Latency is receipt to DONE or FAILED, over the events of the window that were processed. Counts are of
         deliveries received in the window, by their status now; awaiting approval counts operations waiting

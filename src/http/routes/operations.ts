@@ -118,46 +118,63 @@ export function operationRoutes(deps: {
         await deps.protocol.recordUndoRef(caller, target, body.leaseToken, body.attempt, body.undoRef),
       )
     })
-    .post('/:key/outcome', async (c) => {
-      const target = scopedKey(c, operationKey(c))
-      const body = await parseJsonBody(c, outcomeBody)
-      const outcome =
+    .post(
+      '/:key/outcome',
+      settlement(tracing, outcomeBody, 'operation outcome', deps.protocol.recordOutcome, (body) =>
         body.outcome === 'success'
           ? { kind: 'success' as const, result: body.result, downstreamId: body.downstreamId }
-          : { kind: body.outcome, error: body.error }
-      const caller = callerOf(c.get('agent'))
-      return traced(tracing, c, 'operation outcome', async (span) => {
-        const result = await deps.protocol.recordOutcome(
-          caller,
-          target,
-          body.leaseToken,
-          body.attempt,
-          outcome,
-        )
-        settlementAttributes(span, target, body.outcome, result)
-        return report(result)
-      })
+          : { kind: body.outcome, error: body.error },
+      ),
+    )
+    .post(
+      '/:key/undo-outcome',
+      settlement(
+        tracing,
+        undoOutcomeBody,
+        'operation undo outcome',
+        deps.protocol.recordUndoOutcome,
+        (body) =>
+          body.outcome === 'success'
+            ? { kind: 'success' as const }
+            : { kind: 'failure' as const, error: body.error },
+      ),
+    )
+}
+
+/**
+ * A leased report of what a call did, or of what its undo did: the key checked against the token
+ * before the body, each in a span of its own, and answered as the claim would have been.
+ */
+function settlement<T extends z.ZodType<{ leaseToken: string; attempt: number; outcome: string }>, O>(
+  tracing: Tracing,
+  schema: T,
+  spanName: string,
+  record: (
+    caller: AgentCaller,
+    key: string,
+    leaseToken: string,
+    attempt: number,
+    outcome: O,
+  ) => Promise<AgentReport>,
+  outcomeOf: (body: z.infer<T>) => O,
+) {
+  return async (c: AgentContext) => {
+    const target = scopedKey(c, operationKey(c))
+    const body = await parseJsonBody(c, schema)
+    const caller = callerOf(c.get('agent'))
+    return traced(tracing, c, spanName, async (span) => {
+      const result = await record(caller, target, body.leaseToken, body.attempt, outcomeOf(body))
+      if (span.isRecording()) {
+        span.setAttributes({
+          'hookledger.operation.key': target,
+          'hookledger.outcome': body.outcome,
+          'hookledger.report': result.kind,
+          ...(result.kind === 'recorded' ? { 'hookledger.decision': result.outcome.kind } : {}),
+        })
+      }
+      return report(result)
     })
-    .post('/:key/undo-outcome', async (c) => {
-      const target = scopedKey(c, operationKey(c))
-      const body = await parseJsonBody(c, undoOutcomeBody)
-      const outcome =
-        body.outcome === 'success'
-          ? { kind: 'success' as const }
-          : { kind: 'failure' as const, error: body.error }
-      const caller = callerOf(c.get('agent'))
-      return traced(tracing, c, 'operation undo outcome', async (span) => {
-        const result = await deps.protocol.recordUndoOutcome(
-          caller,
-          target,
-          body.leaseToken,
-          body.attempt,
-          outcome,
-        )
-        settlementAttributes(span, target, body.outcome, result)
-        return report(result)
-      })
-    })
+  }
 }
 
 /**
@@ -186,16 +203,6 @@ async function traced(
   } finally {
     span.end()
   }
-}
-
-function settlementAttributes(span: Span, key: string, outcome: string, result: AgentReport): void {
-  if (!span.isRecording()) return
-  span.setAttributes({
-    'hookledger.operation.key': key,
-    'hookledger.outcome': outcome,
-    'hookledger.report': result.kind,
-    ...(result.kind === 'recorded' ? { 'hookledger.decision': result.outcome.kind } : {}),
-  })
 }
 
 const notFound = () => new ApiError(404, 'operation_not_found', 'no operation has that key')

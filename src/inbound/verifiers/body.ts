@@ -1,4 +1,5 @@
 import type { Verification } from '../../config/verifier.js'
+import { valueAt } from '../../json-pointer.js'
 import { type Rejection, reject } from './types.js'
 
 const MAX_EVENT_ID_LENGTH = 255
@@ -36,27 +37,9 @@ export function parseJsonBody(raw: Uint8Array): ParsedBody {
   return { kind: 'parsed', value, type }
 }
 
-/** Resolves an RFC 6901 JSON pointer (`/data/id`; `''` is the whole document); undefined when absent. */
-export function resolvePointer(document: unknown, pointer: string): unknown {
-  if (pointer === '') return document
-  let current: unknown = document
-  for (const token of pointer.slice(1).split('/')) {
-    const key = token.replaceAll('~1', '/').replaceAll('~0', '~')
-    if (Array.isArray(current)) {
-      if (!/^(0|[1-9]\d*)$/.test(key)) return undefined
-      current = current[Number(key)]
-    } else if (typeof current === 'object' && current !== null && Object.hasOwn(current, key)) {
-      current = (current as Record<string, unknown>)[key]
-    } else {
-      return undefined
-    }
-  }
-  return current
-}
-
 /** Reads an event id from a parsed body. Integer ids become their decimal text; anything else fails. */
 export function readEventIdAt(document: unknown, pointer: string): string | Verification {
-  const value = resolvePointer(document, pointer)
+  const value = valueAt(document, pointer)
   const where = `the body's ${pointer === '' ? 'root' : pointer}`
   if (typeof value === 'number' && Number.isSafeInteger(value)) return readEventId(String(value), where)
   if (value !== undefined && value !== null && typeof value !== 'string') {
@@ -67,6 +50,6 @@ export function readEventIdAt(document: unknown, pointer: string): string | Veri
 
 /** A string at `pointer`, or null: event types are informational and never block a delivery. */
 export function stringAt(document: unknown, pointer: string): string | null {
-  const value = resolvePointer(document, pointer)
+  const value = valueAt(document, pointer)
   return typeof value === 'string' ? value : null
 }
