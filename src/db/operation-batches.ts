@@ -1,6 +1,7 @@
 import type postgres from 'postgres'
 import { type Batcher, createBatcher } from './batcher.js'
 import type { DoneRecord } from './events.js'
+import { insertAudit } from './operation-audit.js'
 import { type OperationRow, toOperation } from './operation-rows.js'
 import type { EffectClass } from './outbound-schema.js'
 
@@ -76,9 +77,10 @@ export function operationBatches(sql: postgres.Sql): OperationBatches {
 /**
  * A claim's writes, over a relation `claim_input` with FreshClaim's columns (`args` and `undo_ref`
  * as JSON text) and a `position`: INSERT … ON CONFLICT DO NOTHING on the unique key, the first
- * attempt and both audit entries (`claimed`, `attempt_started`). Concurrent claims of one key still
- * meet on the index: exactly one inserts, the rest find the row and take the one-by-one path. The
- * lease's claim of a forward (src/db/events.ts) writes through the same CTEs.
+ * attempt and one audit entry: `claimed`, whose details say that attempt 1 started with it (under
+ * the operation key, with its undo reference). Concurrent claims of one key still meet on the index:
+ * exactly one inserts, the rest find the row and take the one-by-one path. The lease's claim of a
+ * forward (src/db/events.ts) writes through the same CTEs.
  */
 export function freshClaimWrites(sql: postgres.Sql): postgres.PendingQuery<postgres.Row[]> {
   return sql`
@@ -94,16 +96,14 @@ export function freshClaimWrites(sql: postgres.Sql): postgres.PendingQuery<postg
       insert into operation_attempts (operation_id, attempt, attempt_key, undo_ref)
       select id, 1, operation_key, undo_ref from inserted),
     audit as (
-      insert into operation_audit (operation_id, operation_key, event, from_status, to_status, actor, details)
-      select n.id, n.operation_key, e.event, e.from_status::operation_status, 'in_progress', i.actor, e.details
-      from inserted n join claim_input i on i.lease_token = n.lease_token
-      cross join lateral (values
-        (1, 'claimed', null, jsonb_strip_nulls(jsonb_build_object(
-          'runId', n.run_id, 'traceId', n.trace_id, 'toolCallId', n.tool_call_id))),
-        (2, 'attempt_started', 'in_progress', jsonb_build_object(
-          'attempt', 1, 'attemptKey', n.operation_key, 'undoRef', n.undo_ref))
-      ) as e(step, event, from_status, details)
-      order by i.position, e.step)`
+      ${insertAudit(
+        sql,
+        sql`select n.id, n.operation_key, 'claimed', null, 'in_progress', i.actor,
+          jsonb_strip_nulls(jsonb_build_object('runId', n.run_id, 'traceId', n.trace_id,
+            'toolCallId', n.tool_call_id, 'attempt', 1, 'undoRef', n.undo_ref))
+        from inserted n join claim_input i on i.lease_token = n.lease_token
+        order by i.position`,
+      )})`
 }
 
 /** The claims of keys never seen, with their first attempts in flight, in one statement. */
@@ -172,10 +172,12 @@ async function settle(sql: postgres.Sql, settlements: readonly Settlement[]): Pr
       update operation_attempts a set status = 'succeeded', finished_at = clock_timestamp()
       from completed c where a.operation_id = c.id and a.attempt = c.attempt),
     audit as (
-      insert into operation_audit (operation_id, operation_key, event, from_status, to_status, actor, details)
-      select id, operation_key, 'succeeded', 'in_progress', 'completed', actor,
-             jsonb_strip_nulls(jsonb_build_object('attempt', attempt, 'downstreamId', downstream_id))
-      from completed order by position),
+      ${insertAudit(
+        sql,
+        sql`select id, operation_key, 'succeeded', 'in_progress', 'completed', actor,
+          jsonb_strip_nulls(jsonb_build_object('attempt', attempt, 'downstreamId', downstream_id))
+        from completed order by position`,
+      )}),
     done as (
       update inbound_events e
       set status = 'done', processed_at = i.finished_at, last_error = null, lease_token = null,

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto'
 import type postgres from 'postgres'
 import type { Database } from './client.js'
 import { LeaseLostError } from './lease.js'
+import { insertAudit } from './operation-audit.js'
 import {
   type EffectClass,
   type Held,
@@ -73,9 +74,11 @@ export async function claimOperation(db: Database, request: ClaimRequest): Promi
           and (operations.lease_until is null or operations.lease_until < now())
         returning *, (xmax = 0) as inserted
       ), audit as (
-        insert into operation_audit (operation_id, operation_key, event, from_status, to_status, actor, details)
-        select id, operation_key, 'claimed', null, 'in_progress', ${request.actor}, ${json(observed)}::text::jsonb
-        from claimed where inserted
+        ${insertAudit(
+          client,
+          client`select id, operation_key, 'claimed', null, 'in_progress', ${request.actor}, ${json(observed)}::text::jsonb
+          from claimed where inserted`,
+        )}
       )
       select c.*, true as claimed from claimed c
       union all
@@ -133,9 +136,11 @@ async function takeOver(client: Sql, held: Held, observed: unknown) {
       update operations set status = 'in_progress' where id = ${held.op.id} and lease_token = ${held.leaseToken}
       returning *
     ), audit as (
-      insert into operation_audit (operation_id, operation_key, event, from_status, to_status, actor, details)
-      select id, operation_key, ${event}, ${previous}, 'in_progress', ${held.actor}, ${json(observed)}::text::jsonb
-      from op
+      ${insertAudit(
+        client,
+        client`select id, operation_key, ${event}, ${previous}, 'in_progress', ${held.actor}, ${json(observed)}::text::jsonb
+        from op`,
+      )}
     )
     select * from op`
   if (row === undefined) throw new LeaseLostError(`operation '${held.op.operationKey}'`)
@@ -172,11 +177,13 @@ export async function escalate(db: Database, held: Held, question: Question) {
       select coalesce((select id from created),
         (select id from approvals where operation_id = ${held.op.id} and status = 'pending')) as id
     ), audit as (
-      insert into operation_audit (operation_id, operation_key, event, from_status, to_status, actor, details)
-      select op.id, op.operation_key, 'escalated', ${held.op.status}, 'awaiting_approval', ${held.actor},
-        jsonb_build_object('approvalId', approval.id, 'action', ${question.action}::text,
-          'reason', ${question.reason}::text, 'proposedAction', ${question.proposedAction}::text)
-      from op, approval
+      ${insertAudit(
+        client,
+        client`select op.id, op.operation_key, 'escalated', ${held.op.status}, 'awaiting_approval', ${held.actor},
+          jsonb_build_object('approvalId', approval.id, 'action', ${question.action}::text,
+            'reason', ${question.reason}::text, 'proposedAction', ${question.proposedAction}::text)
+        from op, approval`,
+      )}
     )
     select op.*, (select id from approval) as approval_id from op`
   if (row === undefined) throw new LeaseLostError(`operation '${held.op.operationKey}'`)
@@ -253,11 +260,13 @@ export async function applyDecision(
           decided_at = now(), decision_evidence = ${json(request.evidence)}::text::jsonb, note = ${request.note ?? null}
         where id = ${approvalId}
       )
-      insert into operation_audit (operation_id, operation_key, event, from_status, to_status, actor, details)
-      select id, operation_key, ${`decided_${request.decision}`}, ${String(row.status)}, ${status},
-        ${`human:${request.by}`},
-        ${json({ approvalId, action, note: request.note, payloadHash: request.payloadHash })}::text::jsonb
-      from op`
+      ${insertAudit(
+        tx,
+        tx`select id, operation_key, ${`decided_${request.decision}`}, ${String(row.status)}, ${status},
+          ${`human:${request.by}`},
+          ${json({ approvalId, action, note: request.note, payloadHash: request.payloadHash })}::text::jsonb
+        from op`,
+      )}`
     return { kind: 'applied', operationKey: String(row.operation_key), status } as const
   }) as Promise<ApplyOutcome>
 }

@@ -2,6 +2,7 @@ import type postgres from 'postgres'
 import type { Database } from './client.js'
 import type { DoneRecord } from './events.js'
 import { LeaseLostError } from './lease.js'
+import { insertAudit } from './operation-audit.js'
 import { operationBatches } from './operation-batches.js'
 import {
   type AttemptStatus,
@@ -68,10 +69,12 @@ async function change(
         finished_at = now()
       where ${attempt !== undefined} and operation_id = (select id from op) and attempt = ${attempt?.attempt ?? 0}
     ), audit as (
-      insert into operation_audit (operation_id, operation_key, event, from_status, to_status, actor, details)
-      select id, operation_key, ${step.event}, ${held.op.status}, status::text, ${held.actor},
-        ${json(step.details)}::text::jsonb
-      from op
+      ${insertAudit(
+        client,
+        client`select id, operation_key, ${step.event}, ${held.op.status}, status::text, ${held.actor},
+          ${json(step.details)}::text::jsonb
+        from op`,
+      )}
     )
     select * from op`
   if (row === undefined) throw new LeaseLostError(`operation '${held.op.operationKey}'`)
@@ -115,10 +118,12 @@ export async function startAttempt(
       insert into operation_attempts (operation_id, attempt, attempt_key, undo_ref)
       select id, ${attempt}, ${key}, ${undoRef}::text::jsonb from op
     ), audit as (
-      insert into operation_audit (operation_id, operation_key, event, from_status, to_status, actor, details)
-      select id, operation_key, 'attempt_started', ${held.op.status}, status::text, ${held.actor},
-        ${json({ attempt, attemptKey: key, undoRef: options.undoRefFor?.(key) ?? null })}::text::jsonb
-      from op
+      ${insertAudit(
+        client,
+        client`select id, operation_key, 'attempt_started', ${held.op.status}, status::text, ${held.actor},
+          ${json({ attempt, attemptKey: key, undoRef: options.undoRefFor?.(key) ?? null })}::text::jsonb
+        from op`,
+      )}
     )
     select * from op`
   if (row === undefined) throw new LeaseLostError(`operation '${held.op.operationKey}'`)
@@ -145,10 +150,12 @@ export async function recordUndoRef(db: Database, held: Held, attempt: number, u
       where id = ${held.op.id} and exists (select 1 from target)
       returning *
     ), audit as (
-      insert into operation_audit (operation_id, operation_key, event, from_status, to_status, actor, details)
-      select id, operation_key, 'undo_ref_recorded', status::text, status::text, ${held.actor},
-        ${json({ attempt, undoRef })}::text::jsonb
-      from op
+      ${insertAudit(
+        client,
+        client`select id, operation_key, 'undo_ref_recorded', status::text, status::text, ${held.actor},
+          ${json({ attempt, undoRef })}::text::jsonb
+        from op`,
+      )}
     )
     select * from op`
   if (row === undefined) throw new LeaseLostError(`operation '${held.op.operationKey}'`)
@@ -443,11 +450,13 @@ export async function settleByEvidence(
         or s.status in ('completed', 'failed', 'compensated', 'abandoned'))
       returning e.status::text as status
     ), audit as (
-      insert into operation_audit (operation_id, operation_key, event, from_status, to_status, actor, details)
-      select op.id, op.operation_key, 'reconciled_by_event', op.from_status, op.status::text, ev.actor,
-        ev.body || jsonb_build_object('note', 'reconciled by event ' || ev.source || '/' || ev.event_id,
-          'approvalId', (select id from approval))
-      from op, ev
+      ${insertAudit(
+        client,
+        client`select op.id, op.operation_key, 'reconciled_by_event', op.from_status, op.status::text, ev.actor,
+          ev.body || jsonb_build_object('note', 'reconciled by event ' || ev.source || '/' || ev.event_id,
+            'approvalId', (select id from approval))
+        from op, ev`,
+      )}
     )
     select op.*, ev.actor as evidence_actor, (select status from closed) as evidence_status
     from ev left join op on true`

@@ -338,7 +338,6 @@ describe('audit', () => {
     const rows = await auditOf(key)
     expect(rows.map((r) => r.event)).toEqual([
       'claimed',
-      'attempt_started',
       'outcome_unknown',
       'undo_started',
       'compensated',
