@@ -19,7 +19,7 @@ import { createLogger } from '../src/logger.js'
 import { type Child, freePort, startChild } from '../test/support/child.js'
 import { testRedisUrl } from '../test/support/env.js'
 import { startDestination } from './destination.js'
-import { BENCH_SECRET, signedRequest } from './signing.js'
+import { BENCH_SECRET, DRAIN_BODY_BYTES, signedRequest } from './signing.js'
 
 const EVENTS = Number(process.env.COST_EVENTS ?? 2000)
 const CONNECTIONS = 32
@@ -388,7 +388,7 @@ async function main() {
           url: `${api.url}/webhooks/bench`,
           connections: CONNECTIONS,
           amount: EVENTS,
-          requests: [{ setupRequest: (request) => ({ ...request, ...signedRequest() }) }],
+          requests: [{ setupRequest: (request) => ({ ...request, ...signedRequest({ bytes: DRAIN_BODY_BYTES }) }) }],
         })
         // A graceful stop waits for the enqueues under way, so the phase holds all of them.
         await api.kill('SIGTERM')
