@@ -232,6 +232,9 @@ const CONNECTION_ERROR_CODES = new Set([
   '08003',
   '08004',
   '08006',
+  // PgBouncer's own errors: its server connection died ("server conn crashed?"), logging in to the
+  // server is failing, or a client waited past query_wait_timeout.
+  '08P01',
 ])
 
 /**
