@@ -122,7 +122,9 @@ export const databaseSchema = z
     /**
      * How long a statement may wait for its answer, per part of the process; past it the statement
      * fails (a request answers 503) and its connection is dropped. A silent network gives no error
-     * of its own, so this is what notices it (see openLedger in src/db/client.ts).
+     * of its own, so this is what notices it (see openLedger in src/db/client.ts). The server's
+     * `statement_timeout` follows it: once per connection, or behind PgBouncer in transaction mode
+     * (`?pgbouncer=true` on DATABASE_URL) at the start of each transaction.
      */
     statementTimeoutMs: z
       .object({

@@ -87,10 +87,21 @@ export function ledgerPoolSize(options: {
  * server's own `statement_timeout` cannot do that (it never got the statement); it is set to the
  * longest deadline so that nothing the client gave up on runs on after it. And a session left idle
  * in a transaction (its client gone silent with row locks held) is ended by the server.
+ *
+ * Behind PgBouncer in transaction mode (`?pgbouncer=true`, see `ledgerTarget`) a session is lent
+ * for one transaction only: no named prepared statements, and the two server deadlines are set at
+ * the start of each transaction (`set_config(…, true)`, sent in the same round trip as its first
+ * statement) with that scope's deadline instead of once per session.
  */
 export function openLedger(url: string, options: LedgerOptions = {}): Ledger {
   const statementTimeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS
-  const sql = postgres(url, {
+  const idleInTransactionMs = options.idleInTransactionMs ?? DEFAULT_IDLE_IN_TRANSACTION_MS
+  const target = ledgerTarget(url)
+  const serverDeadlines = {
+    statement_timeout: statementTimeoutMs,
+    idle_in_transaction_session_timeout: idleInTransactionMs,
+  }
+  const sql = postgres(target.url, {
     max: options.max ?? 20,
     // A dead database must turn into a quick 503, not a request that hangs for the default 30 s.
     connect_timeout: 5,
@@ -99,22 +110,70 @@ export function openLedger(url: string, options: LedgerOptions = {}): Ledger {
     query_timeout: statementTimeoutMs / 1000,
     backoff: reconnectDelaySeconds,
     onnotice: () => {},
-    connection: {
-      application_name: 'hookledger',
-      statement_timeout: statementTimeoutMs,
-      idle_in_transaction_session_timeout: options.idleInTransactionMs ?? DEFAULT_IDLE_IN_TRANSACTION_MS,
-    },
+    prepare: !target.pgbouncer,
+    // PgBouncer refuses a startup packet carrying settings it does not track (statement_timeout).
+    connection: { application_name: 'hookledger', ...(target.pgbouncer ? {} : serverDeadlines) },
   })
-  const db = drizzle({ client: sql, schema })
+  const perTransaction = (pool: postgres.Sql, timeoutMs: number) =>
+    target.pgbouncer ? withDeadlinesPerTransaction(pool, timeoutMs, idleInTransactionMs) : pool
+  const pool = perTransaction(sql, statementTimeoutMs)
+  const db = drizzle({ client: pool, schema })
   return {
     db,
-    sql,
+    sql: pool,
     scoped(timeoutMs) {
-      const scoped = sql.timeout(timeoutMs / 1000)
+      const scoped = perTransaction(sql.timeout(timeoutMs / 1000), timeoutMs)
       return { db: drizzle({ client: scoped, schema }), sql: scoped }
     },
     close: () => sql.end({ timeout: 5 }),
   }
+}
+
+/** Where the ledger is: the URL the driver gets, and whether PgBouncer lends its sessions per transaction. */
+export interface LedgerTarget {
+  url: string
+  pgbouncer: boolean
+}
+
+const PGBOUNCER_PARAMETER = /([?&])pgbouncer=(true|false)(&|$)/
+
+/**
+ * Reads and removes `pgbouncer=true|false` from a database URL's query (left in, the driver would
+ * send it to the server as a setting). A string edit, not `new URL`: the driver's URLs may name
+ * several hosts, which `URL` rejects.
+ */
+export function ledgerTarget(url: string): LedgerTarget {
+  const match = PGBOUNCER_PARAMETER.exec(url)
+  if (match === null) return { url, pgbouncer: false }
+  const [whole, before, value, after] = match
+  const rest =
+    url.slice(0, match.index) + (after === '&' ? before : '') + url.slice(match.index + whole.length)
+  return { url: rest, pgbouncer: value === 'true' }
+}
+
+/**
+ * The pool with every transaction opening by setting its own `statement_timeout` and
+ * `idle_in_transaction_session_timeout` (local to the transaction, so nothing outlives it on a
+ * session PgBouncer lends to another client next). The setting is not awaited: it goes out ahead of
+ * the transaction's first statement, and a failure fails the transaction like any statement's.
+ */
+function withDeadlinesPerTransaction(pool: postgres.Sql, statementMs: number, idleMs: number): postgres.Sql {
+  const begin = pool.begin
+  const opening = (tx: postgres.TransactionSql) =>
+    void tx`select set_config('statement_timeout', ${String(statementMs)}, true),
+                   set_config('idle_in_transaction_session_timeout', ${String(idleMs)}, true)`.execute()
+  const deadlined = (
+    mode: string | ((tx: postgres.TransactionSql) => unknown),
+    fn?: (tx: postgres.TransactionSql) => unknown,
+  ) => {
+    const [options, body] =
+      typeof mode === 'function' ? ['', mode] : [mode, fn as (tx: postgres.TransactionSql) => unknown]
+    return begin(options, (tx) => {
+      opening(tx)
+      return body(tx)
+    })
+  }
+  return Object.assign(pool, { begin: deadlined as postgres.Sql['begin'] })
 }
 
 /** One round trip: resolves when the ledger answers, throws the driver's error when it does not. */
@@ -178,6 +237,9 @@ const CONNECTION_ERROR_CODES = new Set([
   '08003',
   '08004',
   '08006',
+  // PgBouncer's own errors: its server connection died ("server conn crashed?"), logging in to the
+  // server is failing, or a client waited past query_wait_timeout.
+  '08P01',
 ])
 
 /**

@@ -1,10 +1,10 @@
 import { fileURLToPath } from 'node:url'
 import { sql } from 'drizzle-orm'
+import { readMigrationFiles } from 'drizzle-orm/migrator'
 import { drizzle } from 'drizzle-orm/postgres-js'
-import { migrate } from 'drizzle-orm/postgres-js/migrator'
 import postgres from 'postgres'
 import type { Logger } from '../logger.js'
-import { pingLedger, postgresErrorCode } from './client.js'
+import { ledgerTarget, pingLedger, postgresErrorCode } from './client.js'
 
 /** Resolved from this file, not the cwd: the CLI may run from any directory. */
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../migrations', import.meta.url))
@@ -13,20 +13,41 @@ export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../migrations', impor
 const MIGRATION_LOCK = 727_274_001
 
 /**
- * Applies pending migrations. drizzle's migrator takes no lock, so replicas that start together
- * serialise on a Postgres advisory lock held by one dedicated connection.
+ * Applies pending migrations, all in one transaction that first takes a transaction-scoped advisory
+ * lock: replicas that start together run them one after another, and the lock needs no session of
+ * its own, so it holds behind PgBouncer in transaction mode too (a session lock taken there could be
+ * released on another server session, or never). drizzle's own migrator cannot take that lock
+ * inside its transaction, so this applies its migration files (same table, same bookkeeping).
  */
 export async function migrateLedger(url: string, logger: Logger): Promise<void> {
-  await ensureDatabaseExists(url, logger)
-  const connection = postgres(url, { max: 1, onnotice: () => {}, connect_timeout: 10 })
+  const target = ledgerTarget(url)
+  await ensureDatabaseExists(target.url, logger)
+  const connection = postgres(target.url, {
+    max: 1,
+    onnotice: () => {},
+    connect_timeout: 10,
+    prepare: !target.pgbouncer,
+  })
   try {
-    const db = drizzle({ client: connection })
-    await db.execute(sql`select pg_advisory_lock(${MIGRATION_LOCK})`)
-    try {
-      await migrate(db, { migrationsFolder: MIGRATIONS_FOLDER })
-    } finally {
-      await db.execute(sql`select pg_advisory_unlock(${MIGRATION_LOCK})`)
-    }
+    const migrations = readMigrationFiles({ migrationsFolder: MIGRATIONS_FOLDER })
+    await drizzle({ client: connection }).transaction(async (tx) => {
+      await tx.execute(sql`select pg_advisory_xact_lock(${MIGRATION_LOCK})`)
+      await tx.execute(sql`create schema if not exists drizzle`)
+      await tx.execute(sql`
+        create table if not exists drizzle.__drizzle_migrations (
+          id serial primary key, hash text not null, created_at bigint)`)
+      const [last] = (await tx.execute(
+        sql`select created_at from drizzle.__drizzle_migrations order by created_at desc limit 1`,
+      )) as unknown as Array<{ created_at: string }>
+      const appliedUpTo = last === undefined ? Number.NEGATIVE_INFINITY : Number(last.created_at)
+      for (const migration of migrations) {
+        if (migration.folderMillis <= appliedUpTo) continue
+        for (const statement of migration.sql) await tx.execute(sql.raw(statement))
+        await tx.execute(sql`
+          insert into drizzle.__drizzle_migrations (hash, created_at)
+          values (${migration.hash}, ${migration.folderMillis})`)
+      }
+    })
     logger.info('ledger migrations applied')
   } finally {
     await connection.end({ timeout: 5 })
