@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm'
 import type postgres from 'postgres'
 import type { Transaction } from './client.js'
+import type { AttemptRecord } from './event-records.js'
 import { freshClaimWrites } from './operation-batches.js'
 import { type OperationRow, toOperation } from './operation-rows.js'
 import type { EventStatus } from './schema.js'
@@ -232,19 +233,6 @@ export async function lockLeasedEvent(tx: Transaction, id: string, token: string
     sql`select id from inbound_events where id = ${id} and lease_token = ${token} for update`,
   )
   return rows.length === 1
-}
-
-export interface AttemptRecord {
-  attempt: number
-  startedAt: Date
-  responseStatus?: number | undefined
-  responseExcerpt?: string | undefined
-}
-
-export interface DoneRecord extends AttemptRecord {
-  id: string
-  token: string
-  finishedAt: Date
 }
 
 /**

@@ -1,6 +1,6 @@
 import type postgres from 'postgres'
 import { type Batcher, createBatcher } from './batcher.js'
-import type { DoneRecord } from './events.js'
+import type { DoneRecord } from './event-records.js'
 import { insertAudit } from './operation-audit.js'
 import { type OperationRow, toOperation } from './operation-rows.js'
 import type { EffectClass } from './outbound-schema.js'

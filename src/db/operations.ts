@@ -1,6 +1,6 @@
 import type postgres from 'postgres'
 import type { Database } from './client.js'
-import type { DoneRecord } from './events.js'
+import type { DoneRecord } from './event-records.js'
 import { LeaseLostError } from './lease.js'
 import { insertAudit } from './operation-audit.js'
 import { operationBatches } from './operation-batches.js'
