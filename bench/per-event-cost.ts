@@ -388,7 +388,9 @@ async function main() {
           url: `${api.url}/webhooks/bench`,
           connections: CONNECTIONS,
           amount: EVENTS,
-          requests: [{ setupRequest: (request) => ({ ...request, ...signedRequest({ bytes: DRAIN_BODY_BYTES }) }) }],
+          requests: [
+            { setupRequest: (request) => ({ ...request, ...signedRequest({ bytes: DRAIN_BODY_BYTES }) }) },
+          ],
         })
         // A graceful stop waits for the enqueues under way, so the phase holds all of them.
         await api.kill('SIGTERM')

@@ -10,7 +10,6 @@ import {
   takePassLease,
 } from '../db/backfill-cursors.js'
 import { LeaseLostError } from '../db/lease.js'
-import type { OrderingKeyRow } from '../db/ordering.js'
 import { orderingKeysOf } from '../inbound/ordering-keys.js'
 import type { Logger } from '../logger.js'
 import { BackfillError } from './errors.js'
