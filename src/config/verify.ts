@@ -2,7 +2,8 @@ import { z } from 'zod'
 
 /**
  * A source's `verify` block: its provider's signature scheme and that scheme's settings. How each
- * scheme verifies a delivery is src/inbound/verifiers/<scheme>.ts; the facts a config check needs
+ * scheme verifies a delivery is src/inbound/verifiers/ (presets.ts for the providers signing one HMAC
+ * header, a file for each other scheme); the facts a config check needs
  * about what each one signs are ./signed-parts.ts.
  */
 

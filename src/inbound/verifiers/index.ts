@@ -1,13 +1,9 @@
 import type { Verifier, VerifierContext } from '../../config/verifier.js'
 import type { SchemeName, VerifyConfig, VerifyConfigOf } from '../../config/verify.js'
-import { github } from './github.js'
 import { hmac } from './hmac.js'
-import { paddle } from './paddle.js'
-import { shopify } from './shopify.js'
+import { github, paddle, shopify, square, stripe } from './presets.js'
 import { slack } from './slack.js'
-import { square } from './square.js'
 import { standardWebhooks } from './standard-webhooks.js'
-import { stripe } from './stripe.js'
 import type { Scheme, SigningInput } from './types.js'
 
 /**

@@ -34,7 +34,9 @@ export interface SignatureHeaderFormat {
 }
 
 /** Bare base64 values, comma-joined while a secret is rotated or when a proxy merges headers. */
-export function base64List(name: string): SignatureHeaderFormat & { timestampKey?: undefined } {
+export function base64List(
+  name: string,
+): SignatureHeaderFormat & { separator: string; timestampKey?: undefined } {
   return { name, separator: ',', signaturePrefix: '', encoding: 'base64' }
 }
 
