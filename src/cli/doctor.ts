@@ -1,5 +1,6 @@
 import postgres from 'postgres'
 import type { Environment } from '../config/env.js'
+import { ledgerTarget } from '../db/client.js'
 import { formatReport, runDoctor } from '../doctor/run.js'
 import type { ProcessCounts } from '../doctor/types.js'
 import { loadConfig } from '../service/config.js'
@@ -65,11 +66,19 @@ export function runDoctorCommand(args: string[], deps: DoctorDependencies, io: C
     const config = await loadConfig(env.HOOKLEDGER_CONFIG, env.lookup)
     const url = await deps.ledgerUrl(env)
     // Not openLedger: doctor's statements get a deadline of their own, and its name in pg_stat_activity.
-    const sql = postgres(url, {
+    // Behind PgBouncer the server deadline cannot ride in the startup packet (PgBouncer refuses
+    // settings it does not track) and statements cannot be prepared; the client-side deadline holds.
+    const target = ledgerTarget(url)
+    const sql = postgres(target.url, {
       max: 1,
       connect_timeout: 5,
+      query_timeout: STATEMENT_TIMEOUT_MS / 1000,
       onnotice: () => {},
-      connection: { application_name: 'hookledger doctor', statement_timeout: STATEMENT_TIMEOUT_MS },
+      prepare: !target.pgbouncer,
+      connection: {
+        application_name: 'hookledger doctor',
+        ...(target.pgbouncer ? {} : { statement_timeout: STATEMENT_TIMEOUT_MS }),
+      },
     })
     try {
       const report = await runDoctor(

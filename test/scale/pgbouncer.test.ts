@@ -2,15 +2,18 @@ import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { readMigrationFiles } from 'drizzle-orm/migrator'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type Ledger, openLedger } from '../../src/db/client.js'
 import { MIGRATIONS_FOLDER, migrateLedger } from '../../src/db/migrate.js'
+import type { DoctorReport } from '../../src/doctor/run.js'
 import { createLogger } from '../../src/logger.js'
 import { type Child, startChild } from '../support/child.js'
 import { adminDatabaseUrl, testRedisUrl } from '../support/env.js'
 import { type PgBouncer, startPgBouncer } from '../support/pgbouncer.js'
+import { runCommand } from '../support/run-command.js'
 import { FAST_RELAY } from '../support/service.js'
 import { signedHeaders, TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
@@ -26,6 +29,7 @@ import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js'
 const RESETS = 3
 const SENDERS = 4
 const STORM = 40
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
 let name: string
 let admin: postgres.Sql
@@ -159,6 +163,24 @@ describe('through PgBouncer in transaction mode', () => {
     expect(forwardsOf('evt_bounced_one')).toBe(1)
   }, 60_000)
 
+  it('hookledger doctor reads the ledger through PgBouncer (no startup setting, no prepared statement)', async () => {
+    const run = await runCommand(process.execPath, ['bin/hookledger.js', 'doctor', '--json'], {
+      cwd: ROOT,
+      env: {
+        DATABASE_URL: bouncedUrl,
+        REDIS_URL: testRedisUrl(),
+        HOOKLEDGER_CONFIG: join(directory, 'config.json'),
+      },
+      timeoutMs: 30_000,
+    })
+    const report = JSON.parse(run.stdout) as DoctorReport
+    expect(
+      report.findings.map((finding) => finding.code),
+      run.stderr,
+    ).not.toContain('postgres.unreachable')
+    expect(report.counts.skipped, run.stdout).toBe(0)
+  }, 60_000)
+
   it('a duplicate storm (one event delivered 40 times at once) leaves one row and one forward', async () => {
     const running = child as Child
     const answers = await Promise.all(
@@ -195,11 +217,12 @@ describe('through PgBouncer in transaction mode', () => {
     const senders = Array.from({ length: SENDERS }, sender)
     const progress = (since: number) =>
       expect
-        .poll(() => accepted.length - since, { timeout: 15_000 })
+        // Past PgBouncer's own refusal after a reset (server_connect_timeout + server_login_retry).
+        .poll(() => accepted.length - since, { timeout: 30_000 })
         .toBeGreaterThanOrEqual(20)
         .catch((error: Error) => {
           throw new Error(
-            `${error.message}; answers ${JSON.stringify([...answers])}\n${running.output()}\n${bouncer.log()}`,
+            `${error.message}; answers ${JSON.stringify([...answers])}\nPgBouncer:\n${bouncer.log()}\nhookledger:\n${running.output().slice(-6000)}`,
           )
         })
     try {
@@ -233,5 +256,5 @@ describe('through PgBouncer in transaction mode', () => {
     const forwarded = new Set(sink.received.map((r) => (JSON.parse(r.body) as { eventId: string }).eventId))
     expect(accepted.filter((eventId) => !forwarded.has(eventId))).toEqual([])
     expect((await fetch(`${running.url}/readyz`)).status).toBe(200)
-  }, 120_000)
+  }, 180_000)
 })
