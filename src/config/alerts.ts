@@ -51,7 +51,7 @@ export const alertsSchema = z
         eventFailed: z.boolean().default(true),
         /** A route a 410 Gone disabled. */
         routeDisabled: z.boolean().default(true),
-        /** A route destination's circuit breaker is open. */
+        /** A destination's circuit breaker is open (a route's, or a source's forward handler's). */
         circuitOpen: z.boolean().default(true),
         /** Operations in needs_reconciliation for longer than this. */
         needsReconciliationMs: threshold(0),

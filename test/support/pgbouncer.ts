@@ -10,7 +10,11 @@ export interface PgBouncer {
   port: number
   /** `url` through this PgBouncer (its host and port replaced), marked `?pgbouncer=true` for hookledger. */
   urlFor(url: string): string
-  /** Its log so far (stderr), for a failure message. */
+  /**
+   * Its log so far, for a failure message: repeated lines (which differ only in time, client port
+   * and connection id) folded into one with their count and first time, so the first cause of a
+   * burst is not cut off by its thousand echoes.
+   */
   log(): string
   close(): Promise<void>
 }
@@ -58,8 +62,12 @@ export async function startPgBouncer(options: {
       'pool_mode = transaction',
       `default_pool_size = ${options.poolSize ?? 20}`,
       'max_client_conn = 500',
-      // A server connection that failed to log in is retried after this long (default 15 s).
+      // After a server login fails (a reset during one counts), PgBouncer refuses new clients until a
+      // login succeeds, and tries one again only after this long (default 15 s), as README advises.
       'server_login_retry = 1',
+      // One login in progress at a time per pool: one that hangs holds up the pool's every new server
+      // connection until this passes (default 15 s), as README advises too.
+      'server_connect_timeout = 5',
       'log_connections = 0',
       'log_disconnections = 0',
     ].join('\n'),
@@ -101,7 +109,7 @@ export async function startPgBouncer(options: {
       through.searchParams.set('pgbouncer', 'true')
       return through.toString()
     },
-    log: () => output,
+    log: () => foldRepeats(output),
     async close() {
       if (child.exitCode === null) child.kill('SIGTERM')
       await exited
@@ -119,4 +127,20 @@ function accepts(port: number): Promise<boolean> {
     })
     socket.once('error', () => resolve(false))
   })
+}
+
+function foldRepeats(log: string): string {
+  const seen = new Map<string, { first: string; count: number }>()
+  for (const line of log.split('\n')) {
+    if (line.trim() === '') continue
+    const time = /^\S+ (\S+)/.exec(line)?.[1] ?? ''
+    const shape = line
+      .replace(/^\S+ \S+ \S+ \[\d+\] /, '')
+      .replace(/[CS]-0x[0-9a-f]+/g, 'X')
+      .replace(/@127\.0\.0\.1:\d+/g, '@127.0.0.1')
+    const entry = seen.get(shape)
+    if (entry) entry.count += 1
+    else seen.set(shape, { first: time, count: 1 })
+  }
+  return [...seen].map(([shape, { first, count }]) => `${first} ×${count} ${shape}`).join('\n')
 }
