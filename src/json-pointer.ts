@@ -1,8 +1,15 @@
 /**
  * RFC 6901 JSON pointers read against parsed JSON: route filters, ordering keys, event ids and
  * types, dedup keys, evidence rules and the HTTP tool's key placement all address a body this way.
- * Pointers are checked where they are configured; here a pointer is taken as given.
+ * Pointers are checked where they are configured (`isJsonPointer`); reading takes one as given.
  */
+
+const POINTER_SYNTAX = /^(\/([^~/]|~[01])*)*$/
+
+/** RFC 6901 syntax: the whole document (""), or "/"-separated tokens with "~0" and "~1" the only escapes. */
+export function isJsonPointer(text: string): boolean {
+  return POINTER_SYNTAX.test(text)
+}
 
 /** The result of reading a pointer: a document may hold `null` there, which is not the same as nothing. */
 export type Resolved = { found: true; value: unknown } | { found: false }

@@ -1,9 +1,10 @@
 import { z } from 'zod'
+import { jsonPointerSchema } from './json-pointer.js'
 
 const part = z.union([
   z
     .object({
-      pointer: z.string().regex(/^\/.*$/, 'must be a JSON pointer such as /pspReference'),
+      pointer: jsonPointerSchema('/pspReference', { inside: true }),
     })
     .strict(),
   z

@@ -1,9 +1,8 @@
 import { z } from 'zod'
+import { jsonPointerSchema } from './json-pointer.js'
 import { isInternalTool, MAX_KEY_LENGTH } from './operation-keys.js'
 
-const pointer = z
-  .string()
-  .regex(/^\/.*$/, 'must be a JSON pointer such as /data/object/metadata/hookledger_key')
+const pointer = jsonPointerSchema('/data/object/metadata/hookledger_key', { inside: true })
 
 const SETTLES_EXAMPLE = '"settles": { "tools": ["stripe.charge"], "keyPrefixes": ["order_"] }'
 

@@ -1,25 +1,19 @@
 import { z } from 'zod'
+import { jsonPointerSchema } from './json-pointer.js'
 import type { SecretResolver } from './secrets.js'
 
 const ROUTE_ID = /^[a-z0-9][a-z0-9_-]{0,62}$/
-
-/** RFC 6901: the whole document (""), or "/"-separated tokens with "~0" and "~1" as the only escapes. */
-export const jsonPointerSchema = z
-  .string()
-  .regex(/^(\/([^~/]|~[01])*)*$/, 'must be a JSON pointer such as "/data/object/customer" ("~1" for "/")')
 
 /**
  * An ordering key: a JSON pointer through the body's objects (`/data/object/customer`). Events
  * whose value there is the same are processed one at a time, in the order they were received.
  */
-export const orderingKeySchema = jsonPointerSchema.refine((pointer) => pointer !== '', {
-  message: 'must point inside the body (the whole body cannot be an ordering key)',
-})
+export const orderingKeySchema = jsonPointerSchema('/data/object/customer', { inside: true })
 
 const conditionSchema = z
   .object({
     /** A JSON pointer into the event's body (`/data/object/livemode`). */
-    path: jsonPointerSchema,
+    path: jsonPointerSchema('/data/object/livemode'),
     /** Matches when the value there equals this JSON value. */
     equals: z.json().optional(),
     /** Matches when the value there is one of these. */

@@ -1,4 +1,5 @@
 import { z } from 'zod'
+import { jsonPointerSchema } from './json-pointer.js'
 
 /**
  * A source's `verify` block: its provider's signature scheme and that scheme's settings. How each
@@ -40,9 +41,7 @@ const headerName = z
 
 const locator = z.union([
   z.object({ header: headerName }).strict(),
-  z
-    .object({ jsonPointer: z.string().regex(/^(\/.*)?$/, 'must be a JSON pointer such as /id or /data/id') })
-    .strict(),
+  z.object({ jsonPointer: jsonPointerSchema('/data/id') }).strict(),
 ])
 
 /** The generic scheme for senders without one of their own (src/inbound/verifiers/hmac.ts). */

@@ -1,5 +1,5 @@
 import type { EffectClass } from '../db/outbound-schema.js'
-import { parsePointer } from '../json-pointer.js'
+import { isJsonPointer, parsePointer } from '../json-pointer.js'
 import { classifyStatus, sendHttp } from './http-send.js'
 import { checkDestination, DestinationRefusedError, isAllowListed } from './ssrf.js'
 import {
@@ -57,7 +57,7 @@ const EXCERPT = 64 * 1024
 export function httpTool(options: HttpToolOptions): Tool<HttpToolArgs, HttpToolResult> {
   const timeoutMs = options.timeoutMs ?? 10_000
   const keyPointer = options.operationKeyAt?.body
-  if (keyPointer !== undefined && !/^\/./.test(keyPointer)) {
+  if (keyPointer !== undefined && (keyPointer === '' || !isJsonPointer(keyPointer))) {
     throw new TypeError(`operationKeyAt.body must be a JSON pointer such as /metadata/hookledger_key`)
   }
   const keyHeader = options.operationKeyAt?.header
