@@ -11,7 +11,7 @@ export interface EvidenceEvent {
 }
 
 /** What one event says about one operation, as operation_evidence keeps it. */
-export interface EvidenceRecord {
+export interface Evidence {
   operationKey: string
   outcome: 'succeeded' | 'failed'
   downstreamId: string | null
@@ -28,7 +28,7 @@ export interface EvidenceRecord {
 export async function recordEvidence(
   client: postgres.Sql,
   event: EvidenceEvent,
-  evidence: EvidenceRecord,
+  evidence: Evidence,
 ): Promise<void> {
   await client`
     insert into operation_evidence

@@ -1,19 +1,9 @@
 import type { EvidenceRule } from '../config/evidence.js'
 // A longer key could never name an operation: operation keys are at most this long.
 import { MAX_KEY_LENGTH } from '../config/operation-keys.js'
+import type { Evidence } from '../db/evidence.js'
 import { storableText, unstorableText } from '../db/text.js'
 import { valueAt } from '../json-pointer.js'
-
-/** What one event says about one operation. */
-export interface Evidence {
-  operationKey: string
-  outcome: 'succeeded' | 'failed'
-  downstreamId: string | null
-  /** The failure marker's value, for a failure event. */
-  failure: string | null
-  /** The rule's `settles`: the settle statement applies the evidence only within it. */
-  settles: EvidenceRule['settles']
-}
 
 export type EvidenceReading =
   | { kind: 'evidence'; evidence: Evidence }
