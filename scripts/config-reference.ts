@@ -85,7 +85,19 @@ function addShape(docs: Docs, shape: ts.ObjectLiteralExpression, source: ts.Sour
   }
   // A literal that spreads another shape is one part of a composed object, also with one key of its own.
   const composed = shape.properties.some(ts.isSpreadAssignment) ? `,${SPREAD}` : ''
-  if (fields.size > 0) docs.set(`${[...fields.keys()].sort().join(',')}${composed}`, fields)
+  if (fields.size === 0) return
+  // Docs are found by an object's keys, so two literals with the same keys must say the same of
+  // each: otherwise one would silently describe the other's options.
+  const signature = `${[...fields.keys()].sort().join(',')}${composed}`
+  for (const [name, text] of docs.get(signature) ?? []) {
+    if (fields.get(name) !== text) {
+      throw new Error(
+        `${source.fileName}: an object with the keys ${signature} is documented elsewhere with another ` +
+          `comment for '${name}'; the reference cannot tell them apart (give them the same comment or another key)`,
+      )
+    }
+  }
+  docs.set(signature, fields)
 }
 
 const SPREAD = '...'
