@@ -1,7 +1,9 @@
 // What the ledger writes per forwarded event, counted rather than timed (CPU timings on a shared host
 // are noise; these figures are not): WAL bytes, row and index writes per relation, statements and
 // commits. N signed deliveries go to an api-only process (intake), then one worker process forwards
-// them to a local destination (drain), each phase measured on its own.
+// them to a local destination (drain), each phase measured on its own. A third phase (steady) sends N
+// more at COST_STEADY_RATE a second (100 by default) to an api process while a worker forwards them,
+// as a deployment whose workers keep up runs; it is reported beside the total, not in it.
 //
 // It runs against a PostgreSQL cluster of its own (initdb in a temporary folder, the same server
 // binaries as the test server), so the WAL it reads is its own and pg_stat_statements can be loaded:
@@ -22,6 +24,7 @@ import { startDestination } from './destination.js'
 import { BENCH_SECRET, DRAIN_BODY_BYTES, signedRequest } from './signing.js'
 
 const EVENTS = Number(process.env.COST_EVENTS ?? 2000)
+const STEADY_RATE = Number(process.env.COST_STEADY_RATE ?? 100)
 const CONNECTIONS = 32
 const PG_BIN = process.env.COST_PG_BIN ?? '/usr/lib/postgresql/15/bin'
 const LEDGER_ROLE = 'hookledger'
@@ -281,14 +284,15 @@ const per = (value: number) => (value / EVENTS).toFixed(2)
 
 function report(figures: PhaseFigures[]): string {
   const lines: string[] = []
-  const sum = (pick: (f: PhaseFigures) => number) => figures.reduce((total, f) => total + pick(f), 0)
+  const backlog = figures.filter((f) => f.phase !== 'steady')
+  const sum = (pick: (f: PhaseFigures) => number) => backlog.reduce((total, f) => total + pick(f), 0)
   lines.push(`## Per forwarded event (${EVENTS} events; ${CONNECTIONS} connections at intake)`, '')
   lines.push(
     '| phase | WAL bytes | of which full-page images | heap tuples written | index entries | statements | commits | write commits |',
   )
   lines.push('|---|---:|---:|---:|---:|---:|---:|---:|')
   for (const f of [
-    ...figures,
+    ...backlog,
     {
       phase: 'total',
       walBytes: sum((f) => f.walBytes),
@@ -296,8 +300,9 @@ function report(figures: PhaseFigures[]): string {
       statements: sum((f) => f.statements),
       commits: sum((f) => f.commits),
       writeCommits: sum((f) => f.writeCommits),
-      relations: figures.flatMap((f) => f.relations),
+      relations: backlog.flatMap((f) => f.relations),
     },
+    ...figures.filter((f) => f.phase === 'steady'),
   ]) {
     lines.push(
       `| ${f.phase} | ${per(f.walBytes)} | ${per(f.fpiBytes)} | ${per(records(f.relations, HEAP_TUPLES))} | ${per(records(f.relations, INDEX_ENTRIES))} | ${per(f.statements)} | ${per(f.commits)} | ${per(f.writeCommits)} |`,
@@ -340,6 +345,23 @@ function report(figures: PhaseFigures[]): string {
     }
   }
   return lines.join('\n')
+}
+
+/** Waits until every row is DONE, counting its polls so that the phase's commits can leave them out. */
+async function untilAllDone(cluster: Cluster, watch: { ledgerQueries: number }): Promise<void> {
+  const poll = postgres(cluster.url('ledger'), { max: 1, onnotice: () => {} })
+  try {
+    for (let i = 0; ; i += 1) {
+      watch.ledgerQueries += 1
+      const [open] = await poll<{ open: number }[]>`
+        select count(*)::int as open from inbound_events where status <> 'done'`
+      if (open?.open === 0) return
+      if (i > 600) throw new Error(`${open?.open} events not DONE after a minute`)
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+  } finally {
+    await poll.end()
+  }
 }
 
 async function main() {
@@ -409,20 +431,35 @@ async function main() {
         const worker = await startChild(['bin/hookledger.js', 'serve', '--role', 'worker'], env)
         children.push(worker)
         await destination.waitFor(EVENTS, 300_000)
-        const poll = postgres(cluster.url('ledger'), { max: 1, onnotice: () => {} })
-        try {
-          for (let i = 0; ; i += 1) {
-            watch.ledgerQueries += 1
-            const [open] = await poll<{ open: number }[]>`
-              select count(*)::int as open from inbound_events where status <> 'done'`
-            if (open?.open === 0) break
-            if (i > 600) throw new Error(`${open?.open} events not DONE after a minute`)
-            await new Promise((resolve) => setTimeout(resolve, 100))
-          }
-        } finally {
-          await poll.end()
-        }
+        await untilAllDone(cluster, watch)
         await worker.kill('SIGTERM')
+        if (destination.repeats() > 0) throw new Error(`${destination.repeats()} events were delivered twice`)
+      }),
+    )
+    progress(`steady: ${EVENTS} more at ${STEADY_RATE}/s to an api process while a worker forwards them`)
+    destination.reset()
+    figures.push(
+      await measure('steady', cluster, admin, async (watch) => {
+        const worker = await startChild(['bin/hookledger.js', 'serve', '--role', 'worker'], env)
+        children.push(worker)
+        const api = await startChild(['bin/hookledger.js', 'serve', '--role', 'api'], env)
+        children.push(api)
+        const result = await autocannon({
+          url: `${api.url}/webhooks/bench`,
+          connections: CONNECTIONS,
+          amount: EVENTS,
+          overallRate: STEADY_RATE,
+          requests: [
+            { setupRequest: (request) => ({ ...request, ...signedRequest({ bytes: DRAIN_BODY_BYTES }) }) },
+          ],
+        })
+        await destination.waitFor(EVENTS, 300_000)
+        await untilAllDone(cluster, watch)
+        await api.kill('SIGTERM')
+        await worker.kill('SIGTERM')
+        if (result.non2xx > 0 || result.errors > 0) {
+          throw new Error(`steady: ${result.non2xx} non-2xx answers, ${result.errors} errors`)
+        }
         if (destination.repeats() > 0) throw new Error(`${destination.repeats()} events were delivered twice`)
       }),
     )

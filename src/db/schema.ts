@@ -33,6 +33,8 @@ export type EventStatus = (typeof eventStatus.enumValues)[number]
 /** Numbers events in the order their claims were inserted: the "received order" of ordering keys. */
 export const inboundEventsReceivedSeq = pgSequence('inbound_events_received_seq')
 
+// Stored with fillfactor 50 (migration 0017), which pgTable cannot express: each page keeps room for
+// the row's updates, so a new version lands beside the old one and is logged as the bytes that differ.
 export const inboundEvents = pgTable(
   'inbound_events',
   {

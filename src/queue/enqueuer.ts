@@ -32,22 +32,47 @@ export interface Enqueuer {
    * Returns how many rows got a new job; throws like `add`.
    */
   requeue(rows: readonly RequeuedRow[]): Promise<number>
-  /** Waits for adds already under way (shutdown). */
+  /** Waits for adds already under way, and makes their enqueue marks now (shutdown). */
   drain(): Promise<void>
 }
+
+/** What addJobs records once Redis took the jobs: markEnqueued now or after `markDelayMs`, or markRequeued. */
+type Mark = 'now' | 'later' | 'requeued'
 
 export function createEnqueuer(deps: {
   queue: JobQueue<ProcessEventData>
   sql: postgres.Sql
   logger: Logger
   failpoints: Failpoints
+  /**
+   * How long `enqueue` waits after Redis took a job before marking its rows enqueued. A worker that
+   * leases a row meanwhile marks it with the lease, and the mark then finds nothing to write: the
+   * third rewrite of the row and its index entries are saved whenever workers keep up. Keep it under
+   * the relay's grace (the service takes half of it), so the relay does not take a row waiting for
+   * its mark for one without a job. 0: at once.
+   */
+  markDelayMs?: number
 }): Enqueuer {
   let batch: string[] = []
   let lastFailureLog = Number.NEGATIVE_INFINITY
   let unlogged = 0
   const inFlight = new Set<Promise<void>>()
+  /** Marks waiting for their delay, each with the call that makes it now. */
+  const delayedMarks = new Set<() => void>()
+  let draining = false
 
-  const addJobs = async (jobs: readonly JobToAdd<ProcessEventData>[], replacing = false) => {
+  const afterMarkDelay = () =>
+    new Promise<void>((resolve) => {
+      const now = () => {
+        clearTimeout(timer)
+        delayedMarks.delete(now)
+        resolve()
+      }
+      const timer = setTimeout(now, deps.markDelayMs ?? 0)
+      delayedMarks.add(now)
+    })
+
+  const addJobs = async (jobs: readonly JobToAdd<ProcessEventData>[], mark: Mark) => {
     const rows: EnqueuedRow[] = jobs.flatMap((job) =>
       job.data.eventRowIds.map((id) => ({ id, jobId: String(job.opts?.jobId) })),
     )
@@ -58,9 +83,11 @@ export function createEnqueuer(deps: {
       ADD_DEADLINE_MS,
       `Redis did not take ${jobs.length} job(s) for ${rows.length} row(s) within ${ADD_DEADLINE_MS} ms`,
     )
-    await (replacing ? markRequeued(deps.sql, rows) : markEnqueued(deps.sql, rows))
+    if (mark === 'requeued') return markRequeued(deps.sql, rows)
+    if (mark === 'later' && (deps.markDelayMs ?? 0) > 0 && !draining) await afterMarkDelay()
+    await markEnqueued(deps.sql, rows)
   }
-  const add = (ids: readonly string[]) => addJobs(processEventsJobs(ids))
+  const add = (ids: readonly string[]) => addJobs(processEventsJobs(ids), 'now')
   const stateOf = (jobId: string) =>
     withDeadline(
       deps.queue.getJobState(jobId),
@@ -77,7 +104,7 @@ export function createEnqueuer(deps: {
       setTimeout(() => deps.failpoints.hit('receive.before_enqueue'), 200)
       return
     }
-    const done = add(ids)
+    const done = addJobs(processEventsJobs(ids), 'later')
       .catch((error: unknown) => {
         // A Redis that is down or full fails every request's enqueue: one line per interval, with
         // the rows since the last, not one per request (the relay enqueues them all).
@@ -117,7 +144,7 @@ export function createEnqueuer(deps: {
     )
     const ids = readd.map((row) => row.id)
     try {
-      await addJobs(processEventsJobs(ids), true)
+      await addJobs(processEventsJobs(ids), 'requeued')
     } catch (error) {
       // Redis refused them (full, down): known to have no job, so they show as unqueued and the
       // relay's every-tick pass retries them, instead of waiting for another quiet period.
@@ -135,6 +162,8 @@ export function createEnqueuer(deps: {
     add,
     requeue,
     async drain() {
+      draining = true
+      for (const now of [...delayedMarks]) now()
       await Promise.all(inFlight)
     },
   }

@@ -193,7 +193,7 @@ async function processEvent(
   let releaseHandler: (() => void) | undefined
   try {
     const leasedAt = Date.now()
-    const lease = await batches.lease.run({ id: eventRowId, token: leaseToken })
+    const lease = await batches.lease.run({ id: eventRowId, token: leaseToken, jobId })
     switch (lease.kind) {
       case 'missing':
         deps.logger.warn({ eventRowId, jobId }, 'job for a row that no longer exists')

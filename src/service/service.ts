@@ -163,7 +163,13 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   // Said at start, before the process listens: an evicting Redis loses jobs from the first event on.
   if (redisWatch !== undefined) await settlesWithin(redisWatch.check(), 2000)
   const queue = backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions)
-  const enqueuer = createEnqueuer({ queue, sql: scopes.worker.sql, logger, failpoints })
+  const enqueuer = createEnqueuer({
+    queue,
+    sql: scopes.worker.sql,
+    logger,
+    failpoints,
+    markDelayMs: Math.floor(config.file.relay.graceMs / 2),
+  })
 
   const reconcileQueue = backend.queue<ReconcileJobData>(RECONCILE_QUEUE, reconcileJobOptions)
   const outbound = createOutboundLedger({

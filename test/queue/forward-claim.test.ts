@@ -58,7 +58,7 @@ async function lease(
       headers: {},
     })),
   )
-  const requests = claims.map((claim) => ({ id: claim.id, token: randomUUID() }))
+  const requests = claims.map((claim) => ({ id: claim.id, token: randomUUID(), jobId: `evt-${claim.id}` }))
   return leaseEvents(database.sql, requests, 60_000, { sources, leaseMs: sources.map(() => 70_000) })
 }
 
@@ -105,10 +105,15 @@ describe('the lease claims a forward operation as invoke would', () => {
     const [id] = await database.sql<
       Array<{ id: string }>
     >`select id from inbound_events where event_id = 'evt_plain'`
-    const [relet] = await leaseEvents(database.sql, [{ id: id?.id ?? '', token: randomUUID() }], 60_000, {
-      sources: ['acme'],
-      leaseMs: [70_000],
-    })
+    const [relet] = await leaseEvents(
+      database.sql,
+      [{ id: id?.id ?? '', token: randomUUID(), jobId: `evt-${id?.id}` }],
+      60_000,
+      {
+        sources: ['acme'],
+        leaseMs: [70_000],
+      },
+    )
     expect(relet).toMatchObject({ kind: 'leased', row: { forwardClaim: undefined } })
 
     const [unlisted] = await lease('other', ['evt_other'], [Buffer.from('{}')], ['acme'])
