@@ -1,0 +1,173 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { type Child, startChild } from '../support/child.js'
+import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { busiestWindow, metricLine, statusCounts } from '../support/delivery.js'
+import { type RedisCluster, startRedisCluster } from '../support/redis-cluster.js'
+import { FAST_RELAY } from '../support/service.js'
+import { signedHeaders, TEST_SECRET } from '../support/signing.js'
+import { startSink } from '../support/sink.js'
+
+// The real service in child processes on a Redis Cluster of the test's own (three masters, each with
+// a replica): BullMQ's scripts, the relay, the rate limiter and the circuit breaker all run there
+// with every key of the deployment in the hash slot of its tagged prefix.
+
+const STORM = 40
+const RATE_EVENTS = 100
+const LOST_EVENTS = 50
+const SENDERS = 4
+const MOST_UNDER_LOAD = 400
+
+let cluster: RedisCluster
+let database: TestDatabase
+let forwards: Awaited<ReturnType<typeof startSink>>
+let limited: Awaited<ReturnType<typeof startSink>>
+let flaky: Awaited<ReturnType<typeof startSink>>
+const flakyHealthy = false
+const limitedArrivals: number[] = []
+let directory: string
+const children: Child[] = []
+
+const verify = { scheme: 'standard-webhooks', secrets: [TEST_SECRET] }
+
+beforeAll(async () => {
+  cluster = await startRedisCluster({ replicas: true })
+  database = await createTestDatabase()
+  forwards = await startSink(() => ({ status: 200, body: 'ok' }))
+  limited = await startSink(() => {
+    limitedArrivals.push(Date.now())
+    return { status: 200 }
+  })
+  flaky = await startSink(() => ({ status: flakyHealthy ? 200 : 503 }))
+  directory = mkdtempSync(join(tmpdir(), 'hookledger-redis-cluster-'))
+  writeFileSync(
+    join(directory, 'config.json'),
+    JSON.stringify({
+      sources: [
+        { id: 'acme', verify, handler: { type: 'forward', url: forwards.url, timeoutMs: 1000 } },
+        {
+          id: 'shop',
+          verify,
+          routes: [{ id: 'slow', forward: { url: limited.url, rateLimit: { perSecond: 20 } } }],
+        },
+        {
+          id: 'cb',
+          verify,
+          routes: [
+            {
+              id: 'flaky',
+              forward: { url: flaky.url, circuitBreaker: { failureThreshold: 3, coolDownMs: 1500 } },
+            },
+          ],
+        },
+      ],
+      // Attempts to spare for those a failover cuts short, as in test/faults/.
+      worker: {
+        concurrency: 8,
+        maxAttempts: 20,
+        backoffBaseMs: 100,
+        backoffMaxMs: 1000,
+        handlerTimeoutMs: 3000,
+        leaseMs: 4000,
+        stalledIntervalMs: 1000,
+      },
+      relay: FAST_RELAY,
+    }),
+  )
+}, 90_000)
+
+afterAll(async () => {
+  for (const child of children) await child.kill()
+  await cluster?.stop()
+  await forwards?.close()
+  await limited?.close()
+  await flaky?.close()
+  await database?.drop()
+  if (directory) rmSync(directory, { recursive: true, force: true })
+})
+
+const sleep = (ms: number) => new Promise((wake) => setTimeout(wake, ms))
+const prefix = () => `{hookledger-${database.deploymentId}}`
+
+async function serve(role: 'all' | 'api' | 'worker') {
+  const child = await startChild(['bin/hookledger.js', 'serve', '--role', role], {
+    DATABASE_URL: database.url,
+    REDIS_URL: cluster.url,
+    HOOKLEDGER_CONFIG: join(directory, 'config.json'),
+    LOG_LEVEL: 'warn',
+  })
+  children.push(child)
+  return child
+}
+
+async function deliver(running: Child, source: string, eventId: string) {
+  const body = JSON.stringify({ type: 'order.paid', eventId })
+  const response = await fetch(`${running.url}/webhooks/${source}`, {
+    method: 'POST',
+    body,
+    headers: signedHeaders(body, { id: eventId }),
+  })
+  const answer = (await response.json()) as { status?: string }
+  return { status: response.status, answer: answer.status }
+}
+
+async function statusOf(eventId: string) {
+  const rows = await database.sql<Array<{ status: string }>>`
+    select status::text from inbound_events where event_id = ${eventId}`
+  return rows.map((row) => row.status)
+}
+
+const forwardsOf = (eventId: string) =>
+  forwards.received.filter((r) => (JSON.parse(r.body) as { eventId: string }).eventId === eventId).length
+
+/** The master that serves the hash slot of the deployment's prefix, where all its keys live. */
+async function prefixMaster(): Promise<number> {
+  const [port] = await cluster.masterPorts()
+  if (port === undefined) throw new Error('no master')
+  const slot = Number(await cluster.node(port).call('CLUSTER', 'KEYSLOT', prefix()))
+  const ranges = (await cluster.node(port).call('CLUSTER', 'SLOTS')) as Array<
+    [number, number, [string, number]]
+  >
+  const range = ranges.find(([from, to]) => from <= slot && slot <= to)
+  if (range === undefined) throw new Error(`no master serves slot ${slot}`)
+  return range[2][1]
+}
+
+describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
+  let running: Child
+
+  it('serves: an event is accepted, DONE and forwarded once, every key in the slot of the tagged prefix', async () => {
+    running = await serve('all')
+    expect(await deliver(running, 'acme', 'evt_cluster_one')).toEqual({ status: 200, answer: 'accepted' })
+    await expect.poll(() => statusOf('evt_cluster_one'), { timeout: 15_000 }).toEqual(['done'])
+    expect(forwardsOf('evt_cluster_one')).toBe(1)
+    expect((await fetch(`${running.url}/readyz`)).status).toBe(200)
+    // The keys hookledger keeps are all on the master of the prefix's slot, each tagged by it.
+    const owner = await prefixMaster()
+    for (const port of await cluster.masterPorts()) {
+      const keys = (await cluster.node(port).keys('*')) as string[]
+      if (port === owner) {
+        expect(keys.length).toBeGreaterThan(0)
+        expect(keys.filter((key) => !key.startsWith(`${prefix()}:`))).toEqual([])
+      } else {
+        expect(keys).toEqual([])
+      }
+    }
+  }, 60_000)
+
+  it('a duplicate storm (one event delivered 40 times at once) leaves one row and one forward', async () => {
+    const answers = await Promise.all(
+      Array.from({ length: STORM }, () => deliver(running, 'acme', 'evt_cluster_storm')),
+    )
+    expect(
+      answers.every((a) => a.status === 200),
+      JSON.stringify(answers),
+    ).toBe(true)
+    expect(answers.filter((a) => a.answer === 'accepted')).toHaveLength(1)
+    await expect.poll(() => statusOf('evt_cluster_storm'), { timeout: 15_000 }).toEqual(['done'])
+    await sleep(1000) // a second forward would have had time to go out
+    expect(forwardsOf('evt_cluster_storm')).toBe(1)
+  }, 60_000)
+})
