@@ -25,7 +25,7 @@ let database: TestDatabase
 let forwards: Awaited<ReturnType<typeof startSink>>
 let limited: Awaited<ReturnType<typeof startSink>>
 let flaky: Awaited<ReturnType<typeof startSink>>
-const flakyHealthy = false
+let flakyHealthy = false
 const limitedArrivals: number[] = []
 let directory: string
 const children: Child[] = []
@@ -170,4 +170,125 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
     await sleep(1000) // a second forward would have had time to go out
     expect(forwardsOf('evt_cluster_storm')).toBe(1)
   }, 60_000)
+
+  it('a route limited to 20/s across two worker processes: at most 20 per second, every event arrives once', async () => {
+    children.push(await serve('worker'))
+    for (let batch = 0; batch < RATE_EVENTS / 20; batch += 1) {
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => deliver(running, 'shop', `evt_cluster_rate_${batch * 20 + i}`)),
+      )
+      expect(answers.every((a) => a.status === 200)).toBe(true)
+    }
+    await expect
+      .poll(async () => (await statusCounts(database.sql, 'shop')).done, { timeout: 60_000, interval: 500 })
+      .toBe(RATE_EVENTS)
+    expect(limitedArrivals).toHaveLength(RATE_EVENTS)
+    // Fixed one-second windows (as test/delivery/destination-limits.test.ts): a sliding second may
+    // straddle two of them; 100 events need at least four full windows after the first.
+    expect(busiestWindow(limitedArrivals, 1000)).toBeLessThanOrEqual(40)
+    expect(Math.max(...limitedArrivals) - Math.min(...limitedArrivals)).toBeGreaterThanOrEqual(3500)
+  }, 90_000)
+
+  it('the circuit breaker opens after consecutive failures, holds events back, and closes on recovery', async () => {
+    const open = 'hookledger_destination_circuit_open{destination="cb/flaky"}'
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, (_, i) => deliver(running, 'cb', `evt_cluster_cb_${i}`)),
+    )
+    expect(answers.every((a) => a.status === 200)).toBe(true)
+    await expect.poll(() => metricLine(running.url, open), { timeout: 15_000 }).toBe(`${open} 1`)
+    const atOpen = flaky.received.length
+    // Both worker processes read the one circuit: while it is open only a half-open probe per
+    // cool-down reaches the destination, where each of ten events would spend attempts every second.
+    await sleep(4000)
+    expect(flaky.received.length - atOpen).toBeLessThanOrEqual(4)
+    expect((await statusCounts(database.sql, 'cb')).failed).toBeUndefined()
+    flakyHealthy = true
+    await expect.poll(() => statusCounts(database.sql, 'cb'), { timeout: 30_000 }).toEqual({ done: 10 })
+    expect(await metricLine(running.url, open)).toBe(`${open} 0`)
+  }, 60_000)
+
+  it('jobs lost from every master (FLUSHALL): the relay re-adds them and every accepted event is DONE, forwarded once', async () => {
+    for (const child of children.splice(0)) await child.kill('SIGTERM')
+    const api = await serve('api')
+    const ids = Array.from({ length: LOST_EVENTS }, (_, i) => `evt_cluster_lost_${i}`)
+    for (const eventId of ids) expect(await deliver(api, 'acme', eventId)).toMatchObject({ status: 200 })
+    // Every row reached its job in Redis: only the flush can leave one without.
+    await expect
+      .poll(
+        async () =>
+          (
+            await database.sql<Array<{ n: number }>>`
+              select count(*)::int as n from inbound_events where enqueued_at is null`
+          )[0]?.n,
+        { timeout: 20_000 },
+      )
+      .toBe(0)
+    for (const port of await cluster.masterPorts()) expect(await cluster.node(port).flushall()).toBe('OK')
+    for (const port of await cluster.masterPorts()) expect(await cluster.node(port).dbsize()).toBe(0)
+    running = await serve('worker')
+    await expect
+      .poll(async () => Promise.all(ids.map(statusOf)), { timeout: 45_000, interval: 500 })
+      .toEqual(ids.map(() => ['done']))
+    await sleep(1000)
+    expect(ids.filter((eventId) => forwardsOf(eventId) !== 1)).toEqual([])
+    await api.kill('SIGTERM')
+  }, 90_000)
+
+  it('the master of the queue is killed under load: its replica takes over, every accepted event is DONE and forwarded once, only 503 refused', async () => {
+    for (const child of children.splice(0)) await child.kill('SIGTERM')
+    running = await serve('all')
+    const accepted: string[] = []
+    const answers = new Map<number | string, number>()
+    let sent = 0
+    let stopped = false
+    const sender = async () => {
+      while (!stopped && sent < MOST_UNDER_LOAD) {
+        const eventId = `evt_cluster_failover_${sent}`
+        sent += 1
+        const outcome = await deliver(running, 'acme', eventId).catch(() => ({
+          status: 'no answer',
+          answer: undefined,
+        }))
+        if (outcome.status === 200 && outcome.answer === 'accepted') accepted.push(eventId)
+        answers.set(outcome.status, (answers.get(outcome.status) ?? 0) + 1)
+      }
+    }
+    const senders = Array.from({ length: SENDERS }, sender)
+    const progress = (since: number, count: number) =>
+      expect.poll(() => accepted.length - since, { timeout: 30_000 }).toBeGreaterThanOrEqual(count)
+    let killed: number
+    try {
+      await progress(0, 40)
+      killed = await prefixMaster()
+      await cluster.kill(killed)
+      await cluster.waitHealthy(30_000)
+      await progress(accepted.length, 40)
+    } finally {
+      stopped = true
+      await Promise.all(senders)
+    }
+    expect(await prefixMaster()).not.toBe(killed)
+    expect(running.process.exitCode, running.output()).toBeNull()
+    expect(
+      [...answers.keys()].filter((status) => status !== 200 && status !== 503),
+      `${JSON.stringify([...answers])}\n${running.output().slice(-3000)}`,
+    ).toEqual([])
+    await expect
+      .poll(
+        async () => {
+          const rows = await database.sql<Array<{ event_id: string; status: string }>>`
+            select event_id, status::text from inbound_events where event_id like 'evt_cluster_failover_%'`
+          const byId = new Map(rows.map((row) => [row.event_id, row.status]))
+          return accepted.filter((eventId) => byId.get(eventId) !== 'done')
+        },
+        { timeout: 60_000, interval: 500 },
+      )
+      .toEqual([])
+    await sleep(1000)
+    expect(accepted.filter((eventId) => forwardsOf(eventId) !== 1)).toEqual([])
+    console.info(`failover: ${accepted.length} accepted, answers ${JSON.stringify([...answers])}`)
+    await expect
+      .poll(async () => (await fetch(`${running.url}/readyz`)).status, { timeout: 15_000 })
+      .toBe(200)
+  }, 150_000)
 })

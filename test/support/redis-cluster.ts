@@ -23,7 +23,11 @@ export interface RedisCluster {
   node(port: number): Redis
   /** SIGKILLs one node, as a crashed machine; the cluster promotes its replica, if it has one. */
   kill(port: number): Promise<void>
-  /** Waits until every live node says `cluster_state:ok` and every slot has a live master. */
+  /**
+   * Waits until every live node says `cluster_state:ok` and serves every slot from a live master: a
+   * killed master counts as failed only after the node timeout, and until then the others still
+   * report the cluster ok.
+   */
   waitHealthy(timeoutMs?: number): Promise<void>
   stop(): Promise<void>
 }
@@ -158,7 +162,15 @@ export async function startRedisCluster(
           live().map(async ({ port }) => {
             try {
               const info = String(await node(port).call('CLUSTER', 'INFO'))
-              return /cluster_state:ok/.test(info) && /cluster_slots_ok:16384/.test(info)
+              const slots = (await node(port).call('CLUSTER', 'SLOTS')) as Array<
+                [number, number, [string, number]]
+              >
+              const livePorts = new Set(live().map((n) => n.port))
+              return (
+                /cluster_state:ok/.test(info) &&
+                /cluster_slots_ok:16384/.test(info) &&
+                slots.every((range) => livePorts.has(range[2][1]))
+              )
             } catch {
               return false
             }
