@@ -1,11 +1,13 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type Child, startChild } from '../support/child.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { busiestWindow, metricLine, statusCounts } from '../support/delivery.js'
 import { type RedisCluster, startRedisCluster } from '../support/redis-cluster.js'
+import { runCommand } from '../support/run-command.js'
 import { FAST_RELAY } from '../support/service.js'
 import { signedHeaders, TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
@@ -14,11 +16,14 @@ import { startSink } from '../support/sink.js'
 // a replica): BullMQ's scripts, the relay, the rate limiter and the circuit breaker all run there
 // with every key of the deployment in the hash slot of its tagged prefix.
 
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const STORM = 40
 const RATE_EVENTS = 100
 const LOST_EVENTS = 50
 const SENDERS = 4
-const MOST_UNDER_LOAD = 400
+const MOST_UNDER_LOAD = 1000
+/** Each sender's pause between deliveries: the load lasts through the failover without a runaway count. */
+const PACE_MS = 50
 
 let cluster: RedisCluster
 let database: TestDatabase
@@ -207,6 +212,40 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
     expect(await metricLine(running.url, open)).toBe(`${open} 0`)
   }, 60_000)
 
+  it('one master of three evicting: /readyz says degraded and `hookledger doctor` names that master', async () => {
+    const owner = await prefixMaster()
+    const other = (await cluster.masterPorts()).find((port) => port !== owner)
+    if (other === undefined) throw new Error('one master only')
+    // Not the master of the queue's slot: only a check of every master sees it.
+    await cluster.node(other).config('SET', 'maxmemory-policy', 'allkeys-lru')
+    try {
+      const readiness = async () => (await fetch(`${running.url}/readyz`)).json()
+      expect(await readiness()).toMatchObject({
+        status: 'degraded',
+        checks: { redis: 'evicting: maxmemory-policy is allkeys-lru, must be noeviction' },
+      })
+      const doctor = await runCommand(process.execPath, ['bin/hookledger.js', 'doctor'], {
+        cwd: ROOT,
+        env: {
+          DATABASE_URL: database.url,
+          REDIS_URL: cluster.url,
+          HOOKLEDGER_CONFIG: join(directory, 'config.json'),
+        },
+        timeoutMs: 30_000,
+      })
+      const lines = doctor.stdout.split('\n')
+      expect(lines.find((line) => line.startsWith('error redis.eviction:'))).toContain(
+        `1 of 3 Redis Cluster masters run maxmemory-policy allkeys-lru`,
+      )
+      expect(doctor.stdout).toContain(`127.0.0.1:${other} allkeys-lru`)
+      expect(doctor.stdout).not.toContain('redis.unreachable')
+      expect(doctor.stdout).not.toContain('doctor.check_failed')
+    } finally {
+      await cluster.node(other).config('SET', 'maxmemory-policy', 'noeviction')
+    }
+    expect(await (await fetch(`${running.url}/readyz`)).json()).toMatchObject({ status: 'ready' })
+  }, 60_000)
+
   it('jobs lost from every master (FLUSHALL): the relay re-adds them and every accepted event is DONE, forwarded once', async () => {
     for (const child of children.splice(0)) await child.kill('SIGTERM')
     const api = await serve('api')
@@ -251,17 +290,25 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
         }))
         if (outcome.status === 200 && outcome.answer === 'accepted') accepted.push(eventId)
         answers.set(outcome.status, (answers.get(outcome.status) ?? 0) + 1)
+        await sleep(PACE_MS)
       }
     }
     const senders = Array.from({ length: SENDERS }, sender)
     const progress = (since: number, count: number) =>
       expect.poll(() => accepted.length - since, { timeout: 30_000 }).toBeGreaterThanOrEqual(count)
     let killed: number
+    let killedAt = 0
+    let healthyAfterMs = 0
+    let acceptedDuring = 0
     try {
       await progress(0, 40)
       killed = await prefixMaster()
       await cluster.kill(killed)
+      killedAt = Date.now()
+      const acceptedBefore = accepted.length
       await cluster.waitHealthy(30_000)
+      healthyAfterMs = Date.now() - killedAt
+      acceptedDuring = accepted.length - acceptedBefore
       await progress(accepted.length, 40)
     } finally {
       stopped = true
@@ -286,7 +333,11 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
       .toEqual([])
     await sleep(1000)
     expect(accepted.filter((eventId) => forwardsOf(eventId) !== 1)).toEqual([])
-    console.info(`failover: ${accepted.length} accepted, answers ${JSON.stringify([...answers])}`)
+    console.info(
+      `failover: replica promoted ${healthyAfterMs} ms after the kill, every accepted event DONE ` +
+        `${Date.now() - killedAt} ms after it; ${accepted.length} accepted (${acceptedDuring} while the slot had no master), answers ` +
+        `${JSON.stringify([...answers])}, ${running.output().split('\n').filter(Boolean).length} log lines (warn and above)`,
+    )
     await expect
       .poll(async () => (await fetch(`${running.url}/readyz`)).status, { timeout: 15_000 })
       .toBe(200)
