@@ -149,6 +149,16 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
     await expect.poll(() => statusOf('evt_cluster_one'), { timeout: 15_000 }).toEqual(['done'])
     expect(forwardsOf('evt_cluster_one')).toBe(1)
     expect((await fetch(`${running.url}/readyz`)).status).toBe(200)
+    const perNode = await Promise.all(
+      cluster.nodes.map(async ({ port }) => {
+        const clients = String(await cluster.node(port).call('CLIENT', 'LIST'))
+          .trim()
+          .split('\n')
+        // Not this test's own connection, nor a replica's replication link.
+        return clients.filter((line) => !/ flags=S /.test(line)).length - 1
+      }),
+    )
+    console.info(`one --role all process: Redis connections per node ${JSON.stringify(perNode)}`)
     // The keys hookledger keeps are all on the master of the prefix's slot, each tagged by it.
     const owner = await prefixMaster()
     for (const port of await cluster.masterPorts()) {
