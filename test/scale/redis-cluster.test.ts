@@ -3,6 +3,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createLogger } from '../../src/logger.js'
+import { claimQueuePrefix } from '../../src/queue/prefix-owner.js'
 import { type Child, startChild } from '../support/child.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { busiestWindow, metricLine, statusCounts } from '../support/delivery.js'
@@ -20,6 +22,7 @@ const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const STORM = 40
 const RATE_EVENTS = 100
 const LOST_EVENTS = 50
+const CRASH_EVENTS = 30
 const SENDERS = 4
 const MOST_UNDER_LOAD = 1000
 /** Each sender's pause between deliveries: the load lasts through the failover without a runaway count. */
@@ -78,6 +81,8 @@ beforeAll(async () => {
         leaseMs: 4000,
         stalledIntervalMs: 1000,
       },
+      // A forward under way at a crash is taken over once its lease runs out.
+      outbound: { leaseMs: 1500, backoffMaxMs: 1000 },
       relay: FAST_RELAY,
     }),
   )
@@ -96,12 +101,13 @@ afterAll(async () => {
 const sleep = (ms: number) => new Promise((wake) => setTimeout(wake, ms))
 const prefix = () => `{hookledger-${database.deploymentId}}`
 
-async function serve(role: 'all' | 'api' | 'worker') {
+async function serve(role: 'all' | 'api' | 'worker', env: Record<string, string> = {}) {
   const child = await startChild(['bin/hookledger.js', 'serve', '--role', role], {
     DATABASE_URL: database.url,
     REDIS_URL: cluster.url,
     HOOKLEDGER_CONFIG: join(directory, 'config.json'),
     LOG_LEVEL: 'warn',
+    ...env,
   })
   children.push(child)
   return child
@@ -256,6 +262,15 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
     expect(await (await fetch(`${running.url}/readyz`)).json()).toMatchObject({ status: 'ready' })
   }, 60_000)
 
+  it('a fixed queue.prefix belongs to the first deployment that claims it, on the cluster too', async () => {
+    const logger = createLogger('silent')
+    const claim = (deploymentId: string) =>
+      claimQueuePrefix({ redisUrl: cluster.url, prefix: '{hookledger-owned}', deploymentId, logger })
+    await claim('deployment-a')
+    await claim('deployment-a')
+    await expect(claim('deployment-b')).rejects.toThrow('belongs to deployment deployment-a')
+  })
+
   it('jobs lost from every master (FLUSHALL): the relay re-adds them and every accepted event is DONE, forwarded once', async () => {
     for (const child of children.splice(0)) await child.kill('SIGTERM')
     const api = await serve('api')
@@ -282,6 +297,33 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
     expect(ids.filter((eventId) => forwardsOf(eventId) !== 1)).toEqual([])
     await api.kill('SIGTERM')
   }, 90_000)
+
+  it('a worker killed mid-batch (SIGKILL at a DONE mark): a new worker finishes every event, no completed forward sent again', async () => {
+    for (const child of children.splice(0)) await child.kill('SIGTERM')
+    const crashing = await serve('worker', { HOOKLEDGER_FAILPOINT: 'worker.before_done' })
+    const api = await serve('api')
+    const ids = Array.from({ length: CRASH_EVENTS }, (_, i) => `evt_cluster_crash_${i}`)
+    for (const outcome of await Promise.all(ids.map((eventId) => deliver(api, 'acme', eventId))))
+      expect(outcome.status).toBe(200)
+    expect(await crashing.exited).toBe('SIGKILL')
+    const completed = await database.sql<Array<{ operation_key: string }>>`
+      select operation_key from operations
+      where operation_key like 'acme:evt_cluster_crash_%' and status = 'completed'`
+    const [inFlight] = await database.sql<Array<{ n: number }>>`
+      select count(*)::int as n from operations
+      where operation_key like 'acme:evt_cluster_crash_%' and status = 'in_progress'`
+    running = await serve('worker')
+    await expect
+      .poll(async () => Promise.all(ids.map(statusOf)), { timeout: 60_000, interval: 500 })
+      .toEqual(ids.map(() => ['done']))
+    await sleep(1000)
+    expect(ids.filter((eventId) => forwardsOf(eventId) === 0)).toEqual([])
+    for (const { operation_key } of completed) expect(forwardsOf(operation_key.split(':')[1] ?? '')).toBe(1)
+    // A repeat is only a forward under way at the kill, sent at most once more under the same key.
+    const sent = ids.reduce((sum, eventId) => sum + forwardsOf(eventId), 0)
+    expect(sent - ids.length).toBeLessThanOrEqual(inFlight?.n ?? 0)
+    await api.kill('SIGTERM')
+  }, 120_000)
 
   it('the master of the queue is killed under load: its replica takes over, every accepted event is DONE and forwarded once, only 503 refused', async () => {
     for (const child of children.splice(0)) await child.kill('SIGTERM')
