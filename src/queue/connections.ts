@@ -38,6 +38,11 @@ function connect(url: string, settings: ConnectionSettings): RedisConnection {
   }
   return new Cluster(target.nodes, {
     enableOfflineQueue: settings.enableOfflineQueue,
+    // The cluster client resolves a node's host name before it connects, and a TLS certificate names
+    // the host, not its address: without this each handshake fails (ioredis's note on ElastiCache).
+    ...(target.tls
+      ? { dnsLookup: (address: string, done: (error: null, address: string) => void) => done(null, address) }
+      : {}),
     ...(giveUp === undefined ? {} : { clusterRetryStrategy: giveUp }),
     redisOptions: {
       ...perCommand,
