@@ -1,5 +1,6 @@
 import { z } from 'zod'
 import { TRACE_SAMPLERS, type TracingSettings } from '../tracing.js'
+import { parseRedisUrl } from './redis-url.js'
 
 /**
  * The only reader of the process environment. Everything else receives the parsed result, so tests
@@ -10,8 +11,20 @@ const environmentSchema = z.object({
   DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/, error: 'must be a postgres:// URL' }).optional(),
   /** Embedded mode's data folder (its PostgreSQL cluster, password and lock). */
   HOOKLEDGER_DATA_DIR: z.string().min(1).default('./.hookledger'),
-  /** Unset: jobs run in an in-process queue, one process only (see src/queue/in-process.ts). */
-  REDIS_URL: z.url({ protocol: /^rediss?$/, error: 'must be a redis:// or rediss:// URL' }).optional(),
+  /**
+   * Unset: jobs run in an in-process queue, one process only (see src/queue/in-process.ts).
+   * `redis+cluster://host:port,host:port` names a Redis Cluster (see src/config/redis-url.ts).
+   */
+  REDIS_URL: z
+    .string()
+    .superRefine((url, context) => {
+      try {
+        parseRedisUrl(url)
+      } catch (error) {
+        context.addIssue({ code: 'custom', message: error instanceof Error ? error.message : String(error) })
+      }
+    })
+    .optional(),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   /**
    * Unset: 127.0.0.1 in embedded mode (DATABASE_URL unset: a laptop, where `/metrics` and the

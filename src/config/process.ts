@@ -146,7 +146,10 @@ export const databaseSchema = z
 
 export const queueSchema = z
   .object({
-    /** Defaults to one derived from the database's deployment id, so deployments never share jobs. */
+    /**
+     * Defaults to one derived from the database's deployment id, so deployments never share jobs. On a
+     * Redis Cluster it is used as a hash tag, `{prefix}`.
+     */
     prefix: z
       .string()
       .regex(/^[A-Za-z0-9_.-]{1,64}$/)

@@ -1,6 +1,6 @@
-import type { Redis } from 'ioredis'
 import { RateLimiterRedis } from 'rate-limiter-flexible'
 import type { Logger } from '../logger.js'
+import type { RedisConnection } from '../queue/connections.js'
 import { createGuard, type DestinationGuard, type GuardEvents, type GuardStore } from './guard.js'
 import { consumeOrWait } from './memory-guard.js'
 
@@ -58,11 +58,13 @@ return 1`
  * each atomic in Redis.
  */
 export function createRedisGuard(
-  redis: Redis,
+  redis: RedisConnection,
   prefix: string,
   logger: Logger,
   events: GuardEvents = {},
 ): DestinationGuard {
+  // A script's keys must share a hash slot on a Redis Cluster: Redis hashes the first {…} of a key,
+  // the prefix's own tag on a cluster (src/queue/jobs.ts) and the destination's on one server.
   const key = (id: string, part: string) => `${prefix}:dest:{${id}}:${part}`
   const limiters = new Map<number, RateLimiterRedis>()
   const store: GuardStore = {

@@ -6,7 +6,8 @@ import { readDeploymentId } from '../db/migrate.js'
 import { withDeadline } from '../deadline.js'
 import type { JobState } from '../queue/backend.js'
 import { bullmqJobQueue } from '../queue/bullmq.js'
-import { deploymentQueuePrefix, INBOUND_QUEUE, processEventJobId } from '../queue/jobs.js'
+import { dataServers, type RedisConnection } from '../queue/connections.js'
+import { INBOUND_QUEUE, processEventJobId, queuePrefixOf } from '../queue/jobs.js'
 import { describeMs } from './ledger-checks.js'
 import { type CheckOutcome, counted, type DoctorContext, EXAMPLES, found, noFindings } from './types.js'
 
@@ -31,13 +32,19 @@ const live = (state: JobState) => state === 'waiting' || state === 'delayed' || 
  * enqueued in (`job_id`). The relay re-adds such a row within the window, so one found here means no
  * relay runs, or it keeps failing. The queue prefix is `queue.prefix` or the deployment's own.
  */
-export async function pendingWithoutJob(context: DoctorContext, redis: Redis): Promise<CheckOutcome> {
+export async function pendingWithoutJob(
+  context: DoctorContext,
+  redis: RedisConnection,
+): Promise<CheckOutcome> {
   const { sql, config } = context
   const windowMs = relayWindowMs(config.file.relay)
   const rows = await quietUnfinishedEvents(sql, { quietMs: windowMs, limit: QUEUE_CANDIDATES })
   if (rows.length === 0) return noFindings()
-  const prefix =
-    config.file.queue.prefix ?? deploymentQueuePrefix(await readDeploymentId(drizzle({ client: sql })))
+  const prefix = queuePrefixOf({
+    configured: config.file.queue.prefix,
+    deploymentId: await readDeploymentId(drizzle({ client: sql })),
+    redisUrl: context.redisUrl,
+  })
   const queue = bullmqJobQueue(new Queue(INBOUND_QUEUE, { connection: redis, prefix }))
   const stateOf = (jobId: string) =>
     withDeadline(
@@ -92,15 +99,26 @@ export async function readMaxmemoryPolicy(redis: Redis): Promise<string> {
   return policy
 }
 
-export async function redisEviction(redis: Redis): Promise<CheckOutcome> {
-  const policy = await readMaxmemoryPolicy(redis)
-  if (policy === 'noeviction') return noFindings()
+/** Every master of a cluster has its own policy and evicts on its own: each one is read. */
+export async function redisEviction(redis: RedisConnection): Promise<CheckOutcome> {
+  const servers = await dataServers(redis)
+  const evicting: string[] = []
+  for (const server of servers) {
+    const policy = await readMaxmemoryPolicy(server)
+    if (policy === 'noeviction') continue
+    evicting.push(servers.length === 1 ? policy : `${server.options.host}:${server.options.port} ${policy}`)
+  }
+  if (evicting.length === 0) return noFindings()
+  const policies = [...new Set(evicting.map((entry) => entry.split(' ').at(-1)))].join(', ')
   return found({
     code: 'redis.eviction',
     severity: 'error',
-    message: `Redis maxmemory-policy is ${policy}: it may evict BullMQ's jobs and locks under memory pressure`,
-    fix: 'set `maxmemory-policy noeviction` (redis.conf, or CONFIG SET maxmemory-policy noeviction and CONFIG REWRITE)',
-    count: 1,
-    examples: [policy],
+    message:
+      servers.length === 1
+        ? `Redis maxmemory-policy is ${policies}: it may evict BullMQ's jobs and locks under memory pressure`
+        : `${evicting.length} of ${servers.length} Redis Cluster masters run maxmemory-policy ${policies}: they may evict BullMQ's jobs and locks under memory pressure`,
+    fix: 'set `maxmemory-policy noeviction` (redis.conf, or CONFIG SET maxmemory-policy noeviction and CONFIG REWRITE; on a cluster, on every node)',
+    count: evicting.length,
+    examples: evicting.slice(0, EXAMPLES),
   })
 }

@@ -1,6 +1,6 @@
-import { Redis } from 'ioredis'
 import { pingLedger } from '../db/client.js'
 import { MIGRATIONS_FOLDER } from '../db/migrate.js'
+import { briefConnection } from '../queue/connections.js'
 import { doneEventsUnsettled, orphanAttempts, staleLeases, staleReconciliation } from './ledger-checks.js'
 import { pendingWithoutJob, redisEviction } from './queue-checks.js'
 import { dedupKeys, pendingMigrations } from './schema-checks.js'
@@ -92,12 +92,7 @@ export async function runDoctor(
       notes.push({ check, message: 'skipped: REDIS_URL is unset, jobs run in the in-process queue' })
     }
   } else {
-    const redis = new Redis(context.redisUrl, {
-      maxRetriesPerRequest: 1,
-      connectTimeout: 2000,
-      enableOfflineQueue: true,
-      retryStrategy: (times) => (times > 2 ? null : 200),
-    })
+    const redis = briefConnection(context.redisUrl)
     redis.on('error', () => {}) // the failed command reports it
     try {
       const pinged = await redis.ping().then(

@@ -1,10 +1,9 @@
 import { once } from 'node:events'
 import { DelayedError, Queue, Worker } from 'bullmq'
-import type { Redis } from 'ioredis'
 import type { Logger } from '../logger.js'
 import type { BullmqBackend, JobDefaults, JobQueue, ProcessOptions, Processor } from './backend.js'
 import { routeBullmqWarnings } from './bullmq-warnings.js'
-import { consumerConnection, producerConnection } from './connections.js'
+import { consumerConnection, producerConnection, type RedisConnection } from './connections.js'
 import { inspectRedis } from './redis-health.js'
 
 /**
@@ -18,7 +17,7 @@ export function createBullmqBackend(options: { url: string; prefix: string; logg
   const producer = producerConnection(url)
   producer.on('error', () => {}) // reported by readiness and by the enqueue that fails
   const queues: Queue[] = []
-  const consumers: Redis[] = []
+  const consumers: RedisConnection[] = []
   return {
     kind: 'bullmq',
     queue<D>(name: string, defaults: JobDefaults) {

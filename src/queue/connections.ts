@@ -1,19 +1,96 @@
-import { Redis } from 'ioredis'
+import { Cluster, Redis, type RedisOptions } from 'ioredis'
+import { parseRedisUrl } from '../config/redis-url.js'
+
+/** A connection to the queue's Redis: one server, or a Redis Cluster (REDIS_URL `redis+cluster://…`). */
+export type RedisConnection = Redis | Cluster
+
+interface ConnectionSettings {
+  /** Retries of one command across reconnects; null waits as long as it takes (BullMQ's workers). */
+  maxRetriesPerRequest: number | null
+  /** False: a command sent while disconnected fails at once instead of waiting for the connection. */
+  enableOfflineQueue: boolean
+  connectTimeout: number
+  /** Reconnects before the connection gives up for good; unset, it never does. */
+  reconnectAttempts?: number
+}
+
+/**
+ * The one place a Redis connection is made. On a cluster the per-command settings go to each node's
+ * connection (`redisOptions`, where BullMQ also looks for `maxRetriesPerRequest`), and the offline
+ * queue and reconnects to the cluster client, which owns them: its node connections never
+ * reconnect on their own, it rebuilds them from the cluster's slot map.
+ */
+function connect(url: string, settings: ConnectionSettings): RedisConnection {
+  const target = parseRedisUrl(url)
+  const { reconnectAttempts } = settings
+  const giveUp =
+    reconnectAttempts === undefined ? undefined : (times: number) => (times > reconnectAttempts ? null : 200)
+  const perCommand: RedisOptions = {
+    maxRetriesPerRequest: settings.maxRetriesPerRequest,
+    connectTimeout: settings.connectTimeout,
+  }
+  if (target.kind === 'server') {
+    return new Redis(url, {
+      ...perCommand,
+      enableOfflineQueue: settings.enableOfflineQueue,
+      ...(giveUp === undefined ? {} : { retryStrategy: giveUp }),
+    })
+  }
+  return new Cluster(target.nodes, {
+    enableOfflineQueue: settings.enableOfflineQueue,
+    // The cluster client resolves a node's host name before it connects, and a TLS certificate names
+    // the host, not its address: without this each handshake fails (ioredis's note on ElastiCache).
+    ...(target.tls
+      ? { dnsLookup: (address: string, done: (error: null, address: string) => void) => done(null, address) }
+      : {}),
+    ...(giveUp === undefined ? {} : { clusterRetryStrategy: giveUp }),
+    redisOptions: {
+      ...perCommand,
+      ...(target.username === undefined ? {} : { username: target.username }),
+      ...(target.password === undefined ? {} : { password: target.password }),
+      ...(target.tls ? { tls: {} } : {}),
+    },
+  })
+}
 
 /**
  * For the HTTP path: fails fast and queues nothing while disconnected, so a dead Redis can never
  * delay or fail a 200 that the ledger commit already earned. The relay enqueues what it missed.
  */
-export function producerConnection(url: string): Redis {
-  return new Redis(url, {
-    maxRetriesPerRequest: 1,
-    enableOfflineQueue: false,
-    connectTimeout: 2000,
-    lazyConnect: false,
-  })
+export function producerConnection(url: string): RedisConnection {
+  return connect(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, connectTimeout: 2000 })
 }
 
 /** For workers and the relay: waits for Redis as long as it takes (BullMQ requires null retries). */
-export function consumerConnection(url: string): Redis {
-  return new Redis(url, { maxRetriesPerRequest: null, connectTimeout: 5000 })
+export function consumerConnection(url: string): RedisConnection {
+  return connect(url, { maxRetriesPerRequest: null, enableOfflineQueue: true, connectTimeout: 5000 })
+}
+
+/**
+ * For one short conversation (a check at start, `hookledger doctor`): a few quick reconnects, then
+ * the command fails and says why, rather than the tool hanging on a Redis that is gone.
+ */
+export function briefConnection(url: string): RedisConnection {
+  return connect(url, {
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: true,
+    connectTimeout: 2000,
+    reconnectAttempts: 2,
+  })
+}
+
+/** Whether REDIS_URL names a Redis Cluster. */
+export function isClusterUrl(url: string): boolean {
+  return parseRedisUrl(url).kind === 'cluster'
+}
+
+/**
+ * The servers whose memory holds data: every master of a cluster (each keeps its own slots, has its
+ * own maxmemory-policy and evicts on its own), or the one server. The cluster's own client would send
+ * a keyless command such as INFO to one node picked at random.
+ */
+export async function dataServers(redis: RedisConnection): Promise<Redis[]> {
+  if (!(redis instanceof Cluster)) return [redis]
+  if (redis.status !== 'ready') await redis.ping() // the node list comes with the first slot map
+  return redis.nodes('master')
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import { z } from 'zod'
 import type { JobDefaults, JobToAdd } from './backend.js'
+import { isClusterUrl } from './connections.js'
 
 /**
  * The job catalog. A job carries only ledger row ids: job data sits in Redis in clear text, and the
@@ -85,6 +86,22 @@ export const processEventJobOptions: JobDefaults = {
 /** The queue prefix of a deployment: its own, so deployments sharing one Redis never see each other's jobs. */
 export function deploymentQueuePrefix(deploymentId: string): string {
   return `hookledger-${deploymentId}`
+}
+
+/**
+ * The prefix every Redis key of the deployment starts with: `queue.prefix`, or the deployment's own.
+ * On a Redis Cluster it is a hash tag (`{hookledger-…}`): BullMQ's scripts touch several keys of a
+ * queue at once, which a cluster allows only within one hash slot, and the tag puts every key
+ * hookledger keeps (jobs, circuits, rate windows, probes) in the slot of the prefix. A single server
+ * keeps the plain prefix: changing it would orphan the jobs a running deployment already holds.
+ */
+export function queuePrefixOf(options: {
+  configured: string | undefined
+  deploymentId: string
+  redisUrl: string | undefined
+}): string {
+  const prefix = options.configured ?? deploymentQueuePrefix(options.deploymentId)
+  return options.redisUrl !== undefined && isClusterUrl(options.redisUrl) ? `{${prefix}}` : prefix
 }
 
 /** The outbound reconciler's queue: one job per operation and attempt that needs reconciling. */

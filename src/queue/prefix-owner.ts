@@ -1,6 +1,6 @@
-import { Redis } from 'ioredis'
 import { ConfigError } from '../config/config.js'
 import type { Logger } from '../logger.js'
+import { briefConnection } from './connections.js'
 
 /** The Redis key that names the deployment a fixed `queue.prefix` belongs to. */
 export function prefixOwnerKey(prefix: string): string {
@@ -22,11 +22,7 @@ export async function claimQueuePrefix(options: {
 }): Promise<void> {
   const { prefix, deploymentId, logger } = options
   const key = prefixOwnerKey(prefix)
-  const redis = new Redis(options.redisUrl, {
-    maxRetriesPerRequest: 1,
-    connectTimeout: 2000,
-    retryStrategy: (times) => (times > 2 ? null : 200),
-  })
+  const redis = briefConnection(options.redisUrl)
   redis.on('error', () => {}) // the failed command below reports it
   let owner: string | null
   try {

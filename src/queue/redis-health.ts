@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis'
 import type { Logger } from '../logger.js'
+import { dataServers, type RedisConnection } from './connections.js'
 
 /** What the queue's Redis says about keeping the jobs it is given. */
 export interface RedisCondition {
@@ -24,13 +25,15 @@ export function isOutOfMemory(error: unknown): boolean {
 /**
  * Reads the eviction policy and writes a small key that expires: Redis refuses that write with OOM
  * exactly when it refuses the queue's. Throws when Redis does not answer at all (readiness fails).
+ * On a cluster the policy is every master's, the worst one reported; the probe key carries the
+ * queue prefix's hash tag, so it lands on the master that holds the queue's keys.
  */
-export async function inspectRedis(redis: Redis, probeKey: string): Promise<RedisCondition> {
-  const [policy, refusingWrites] = await Promise.all([readPolicy(redis), refusesWrites(redis, probeKey)])
+export async function inspectRedis(redis: RedisConnection, probeKey: string): Promise<RedisCondition> {
+  const [policy, refusingWrites] = await Promise.all([worstPolicy(redis), refusesWrites(redis, probeKey)])
   return { ...policy, refusingWrites }
 }
 
-async function refusesWrites(redis: Redis, probeKey: string): Promise<boolean> {
+async function refusesWrites(redis: RedisConnection, probeKey: string): Promise<boolean> {
   try {
     await redis.set(probeKey, String(Date.now()), 'PX', PROBE_TTL_MS)
     return false
@@ -45,7 +48,19 @@ function refusedByRedis(error: unknown): boolean {
   return error instanceof Error && error.name === 'ReplyError'
 }
 
-async function readPolicy(redis: Redis): Promise<Pick<RedisCondition, 'policy' | 'policyFrom'>> {
+type PolicyReading = Pick<RedisCondition, 'policy' | 'policyFrom'>
+
+/** An evicting master first (it loses jobs), then one whose policy is unknown, then a safe one. */
+async function worstPolicy(redis: RedisConnection): Promise<PolicyReading> {
+  const readings = await Promise.all((await dataServers(redis)).map(readPolicy))
+  return (
+    readings.find(({ policy }) => policy !== undefined && policy !== SAFE_POLICY) ??
+    readings.find(({ policy }) => policy === undefined) ??
+    readings[0] ?? { policy: undefined, policyFrom: 'refused' }
+  )
+}
+
+async function readPolicy(redis: Redis): Promise<PolicyReading> {
   try {
     const reply = await redis.config('GET', 'maxmemory-policy')
     if (Array.isArray(reply) && typeof reply[1] === 'string')

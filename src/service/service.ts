@@ -35,10 +35,10 @@ import { addLedgerGauges } from '../queue/gauges.js'
 import type { SourceHandler } from '../queue/handler.js'
 import { createInProcessBackend } from '../queue/in-process.js'
 import {
-  deploymentQueuePrefix,
   INBOUND_QUEUE,
   type ProcessEventData,
   processEventJobOptions,
+  queuePrefixOf,
   RECONCILE_QUEUE,
   type ReconcileJobData,
   reconcileJobOptions,
@@ -141,7 +141,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     await embedded?.stop()
     throw error
   }
-  const queuePrefix = config.file.queue.prefix ?? deploymentQueuePrefix(deploymentId)
+  const queuePrefix = queuePrefixOf({
+    configured: config.file.queue.prefix,
+    deploymentId,
+    redisUrl: env.REDIS_URL,
+  })
   if (env.REDIS_URL !== undefined && config.file.queue.prefix !== undefined) {
     try {
       await claimQueuePrefix({ redisUrl: env.REDIS_URL, prefix: queuePrefix, deploymentId, logger })

@@ -159,7 +159,9 @@ describe('hookledger serve', () => {
     })
     expect(result.status).toBe(1)
     expect(result.stderr).toContain('DATABASE_URL: must be a postgres:// URL')
-    expect(result.stderr).toContain('REDIS_URL: must be a redis:// or rediss:// URL')
+    expect(result.stderr).toContain(
+      'REDIS_URL: must be a redis://, rediss://, redis+cluster:// or rediss+cluster:// URL',
+    )
     expect(result.stderr).toContain('PORT:')
   })
 

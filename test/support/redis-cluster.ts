@@ -1,0 +1,229 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { Redis } from 'ioredis'
+import { freePort } from './child.js'
+
+const run = promisify(execFile)
+
+export interface ClusterNode {
+  port: number
+  process: ChildProcess
+}
+
+export interface RedisCluster {
+  /** REDIS_URL for hookledger: `redis+cluster://` and every node. */
+  url: string
+  nodes: ClusterNode[]
+  /** The ports of the nodes that serve slots now (after a failover, a promoted replica's). */
+  masterPorts(): Promise<number[]>
+  /** A connection to one node of the test's (not a cluster client): for INFO, FLUSHALL, KEYS. */
+  node(port: number): Redis
+  /** SIGKILLs one node, as a crashed machine; the cluster promotes its replica, if it has one. */
+  kill(port: number): Promise<void>
+  /**
+   * Waits until every live node says `cluster_state:ok` and serves every slot from a live master: a
+   * killed master counts as failed only after the node timeout, and until then the others still
+   * report the cluster ok.
+   */
+  waitHealthy(timeoutMs?: number): Promise<void>
+  stop(): Promise<void>
+}
+
+/**
+ * A Redis Cluster of the test's own on loopback: three masters, each with a replica when `replicas`
+ * is set, made with `redis-cli --cluster create` as an operator would. Failover is quick (a node is
+ * failed after `nodeTimeoutMs` without an answer) so a test can wait for it.
+ */
+export async function startRedisCluster(
+  options: { replicas?: boolean; nodeTimeoutMs?: number } = {},
+): Promise<RedisCluster> {
+  const count = options.replicas === true ? 6 : 3
+  const directory = mkdtempSync(join(tmpdir(), 'hookledger-redis-cluster-'))
+  const nodes: ClusterNode[] = []
+  const connections = new Map<number, Redis>()
+  const node = (port: number) => {
+    let connection = connections.get(port)
+    if (connection === undefined) {
+      connection = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 1, lazyConnect: true })
+      connection.on('error', () => {})
+      connections.set(port, connection)
+    }
+    return connection
+  }
+  const live = () => nodes.filter((n) => n.process.exitCode === null && n.process.signalCode === null)
+  const stop = async () => {
+    for (const connection of connections.values()) connection.disconnect()
+    await Promise.all(
+      live().map(
+        (n) =>
+          new Promise((resolve) => {
+            n.process.once('exit', resolve)
+            n.process.kill('SIGKILL')
+          }),
+      ),
+    )
+    rmSync(directory, { recursive: true, force: true })
+  }
+  try {
+    for (let index = 0; index < count; index += 1) {
+      const port = await freePort()
+      // The bus port is named: the default (port + 10000) of a free ephemeral port may be taken or
+      // beyond 65535.
+      const busPort = await freePort()
+      const process = spawn(
+        'redis-server',
+        [
+          '--port',
+          String(port),
+          '--cluster-port',
+          String(busPort),
+          '--bind',
+          '127.0.0.1',
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          join(directory, `nodes-${port}.conf`),
+          '--cluster-node-timeout',
+          String(options.nodeTimeoutMs ?? 2000),
+          // A replica takes over however long ago it last heard its master.
+          '--cluster-replica-validity-factor',
+          '0',
+          '--dir',
+          directory,
+          '--save',
+          '',
+          '--appendonly',
+          'no',
+          '--maxmemory-policy',
+          'noeviction',
+        ],
+        { stdio: 'ignore' },
+      )
+      nodes.push({ port, process })
+    }
+    for (const { port } of nodes) await waitForPing(node(port), port)
+    const replicaArgs = options.replicas === true ? ['--cluster-replicas', '1'] : []
+    await run(
+      'redis-cli',
+      [
+        '--cluster',
+        'create',
+        ...nodes.map(({ port }) => `127.0.0.1:${port}`),
+        ...replicaArgs,
+        '--cluster-yes',
+      ],
+      { timeout: 30_000 },
+    )
+  } catch (error) {
+    await stop()
+    throw error
+  }
+
+  const cluster: RedisCluster = {
+    url: `redis+cluster://${nodes.map(({ port }) => `127.0.0.1:${port}`).join(',')}`,
+    nodes,
+    async masterPorts() {
+      for (const { port } of live()) {
+        try {
+          const text = String(await node(port).call('CLUSTER', 'NODES'))
+          return text
+            .split('\n')
+            .map((line) => line.split(' '))
+            .filter(
+              (fields) =>
+                fields[2]?.split(',').includes('master') === true &&
+                !fields[2].includes('fail') &&
+                fields.length > 8,
+            )
+            .map((fields) => Number(fields[1]?.split(':')[1]?.split('@')[0]))
+        } catch {
+          // the next node answers
+        }
+      }
+      throw new Error('no cluster node answers')
+    },
+    node,
+    async kill(port) {
+      const target = nodes.find((n) => n.port === port)
+      if (target === undefined) throw new Error(`no cluster node on ${port}`)
+      const exited = new Promise((resolve) => target.process.once('exit', resolve))
+      target.process.kill('SIGKILL')
+      await exited
+      connections.get(port)?.disconnect()
+      connections.delete(port)
+    },
+    async waitHealthy(timeoutMs = 30_000) {
+      const deadline = Date.now() + timeoutMs
+      for (;;) {
+        const states = await Promise.all(
+          live().map(async ({ port }) => {
+            try {
+              const info = String(await node(port).call('CLUSTER', 'INFO'))
+              const slots = (await node(port).call('CLUSTER', 'SLOTS')) as Array<
+                [number, number, [string, number]]
+              >
+              const livePorts = new Set(live().map((n) => n.port))
+              return (
+                /cluster_state:ok/.test(info) &&
+                /cluster_slots_ok:16384/.test(info) &&
+                slots.every((range) => livePorts.has(range[2][1]))
+              )
+            } catch {
+              return false
+            }
+          }),
+        )
+        if (states.every(Boolean)) return
+        if (Date.now() > deadline) throw new Error(`Redis Cluster not healthy within ${timeoutMs} ms`)
+        await new Promise((resolve) => setTimeout(resolve, 200))
+      }
+    },
+    stop,
+  }
+  try {
+    await cluster.waitHealthy()
+    if (options.replicas === true) await waitForReplicas(cluster)
+  } catch (error) {
+    await stop()
+    throw error
+  }
+  return cluster
+}
+
+async function waitForPing(redis: Redis, port: number) {
+  const deadline = Date.now() + 10_000
+  for (;;) {
+    try {
+      await redis.ping()
+      return
+    } catch {
+      if (Date.now() > deadline) throw new Error(`redis-server on ${port} did not start`)
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+  }
+}
+
+/** Every replica has synced with its master: only then can it take over with the master's data. */
+async function waitForReplicas(cluster: RedisCluster) {
+  const masters = new Set(await cluster.masterPorts())
+  const replicas = cluster.nodes.filter(({ port }) => !masters.has(port))
+  const deadline = Date.now() + 30_000
+  for (;;) {
+    const synced = await Promise.all(
+      replicas.map(async ({ port }) =>
+        /master_link_status:up/.test(
+          await cluster
+            .node(port)
+            .info('replication')
+            .catch(() => ''),
+        ),
+      ),
+    )
+    if (synced.every(Boolean)) return
+    if (Date.now() > deadline) throw new Error('Redis Cluster replicas did not sync within 30 s')
+    await new Promise((resolve) => setTimeout(resolve, 200))
+  }
+}
