@@ -10,6 +10,11 @@ import { FAST_RELAY, FAST_WORKER } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 
+// Windows start at multiples of their length since the epoch: with the default hour, a run across a
+// full hour (CI once ran one at 06:00 UTC) alerted every condition again in the new window. With 30
+// days, one run in ~30,000 meets a boundary.
+const ALERT_WINDOW_MS = 30 * 24 * 60 * 60 * 1000
+
 const ALERT_SECRET = 'whsec_YWxlcnRzLXNpZ25lZC1ieS1ob29rbGVkZ2VyLWZvci10ZXN0cw=='
 const ADMIN_URL = 'https://hooks.example.test'
 
@@ -93,6 +98,7 @@ describe('alerts', () => {
           relay: FAST_RELAY,
           alerts: {
             adminUrl: ADMIN_URL,
+            windowMs: ALERT_WINDOW_MS,
             checkIntervalMs: 200,
             channels: [
               { type: 'webhook', id: 'ops', url: webhook.url, secret: 'env:ALERT_SECRET' },
@@ -200,6 +206,7 @@ describe('alert text', () => {
           relay: FAST_RELAY,
           alerts: {
             adminUrl: ADMIN_URL,
+            windowMs: ALERT_WINDOW_MS,
             checkIntervalMs: 200,
             // A channel of its own: the first test's alerts of this window went to 'chat' already.
             channels: [{ type: 'slack', id: 'escaped', url: slack.url }],
