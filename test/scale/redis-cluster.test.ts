@@ -7,11 +7,18 @@ import { createLogger } from '../../src/logger.js'
 import { claimQueuePrefix } from '../../src/queue/prefix-owner.js'
 import { type Child, startChild } from '../support/child.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { busiestWindow, metricLine, statusCounts } from '../support/delivery.js'
+import {
+  busiestWindow,
+  deliverSigned,
+  eventStatuses,
+  forwardsOf,
+  metricLine,
+  statusCounts,
+} from '../support/delivery.js'
 import { type RedisCluster, startRedisCluster } from '../support/redis-cluster.js'
 import { runCommand } from '../support/run-command.js'
 import { FAST_RELAY } from '../support/service.js'
-import { signedHeaders, TEST_SECRET } from '../support/signing.js'
+import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 
 // The real service in child processes on a Redis Cluster of the test's own (three masters, each with
@@ -101,6 +108,10 @@ afterAll(async () => {
 const sleep = (ms: number) => new Promise((wake) => setTimeout(wake, ms))
 const prefix = () => `{hookledger-${database.deploymentId}}`
 
+const deliver = (running: Child, source: string, eventId: string) =>
+  deliverSigned(running.url, source, eventId)
+const statusOf = (eventId: string) => eventStatuses(database.sql, eventId)
+
 async function serve(role: 'all' | 'api' | 'worker', env: Record<string, string> = {}) {
   const child = await startChild(['bin/hookledger.js', 'serve', '--role', role], {
     DATABASE_URL: database.url,
@@ -112,26 +123,6 @@ async function serve(role: 'all' | 'api' | 'worker', env: Record<string, string>
   children.push(child)
   return child
 }
-
-async function deliver(running: Child, source: string, eventId: string) {
-  const body = JSON.stringify({ type: 'order.paid', eventId })
-  const response = await fetch(`${running.url}/webhooks/${source}`, {
-    method: 'POST',
-    body,
-    headers: signedHeaders(body, { id: eventId }),
-  })
-  const answer = (await response.json()) as { status?: string }
-  return { status: response.status, answer: answer.status }
-}
-
-async function statusOf(eventId: string) {
-  const rows = await database.sql<Array<{ status: string }>>`
-    select status::text from inbound_events where event_id = ${eventId}`
-  return rows.map((row) => row.status)
-}
-
-const forwardsOf = (eventId: string) =>
-  forwards.received.filter((r) => (JSON.parse(r.body) as { eventId: string }).eventId === eventId).length
 
 /** The master that serves the hash slot of the deployment's prefix, where all its keys live. */
 async function prefixMaster(): Promise<number> {
@@ -153,7 +144,7 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
     running = await serve('all')
     expect(await deliver(running, 'acme', 'evt_cluster_one')).toEqual({ status: 200, answer: 'accepted' })
     await expect.poll(() => statusOf('evt_cluster_one'), { timeout: 15_000 }).toEqual(['done'])
-    expect(forwardsOf('evt_cluster_one')).toBe(1)
+    expect(forwardsOf(forwards, 'evt_cluster_one')).toBe(1)
     expect((await fetch(`${running.url}/readyz`)).status).toBe(200)
     const perNode = await Promise.all(
       cluster.nodes.map(async ({ port }) => {
@@ -189,7 +180,7 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
     expect(answers.filter((a) => a.answer === 'accepted')).toHaveLength(1)
     await expect.poll(() => statusOf('evt_cluster_storm'), { timeout: 15_000 }).toEqual(['done'])
     await sleep(1000) // a second forward would have had time to go out
-    expect(forwardsOf('evt_cluster_storm')).toBe(1)
+    expect(forwardsOf(forwards, 'evt_cluster_storm')).toBe(1)
   }, 60_000)
 
   it('a route limited to 20/s across two worker processes: at most 20 per second, every event arrives once', async () => {
@@ -294,7 +285,7 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
       .poll(async () => Promise.all(ids.map(statusOf)), { timeout: 45_000, interval: 500 })
       .toEqual(ids.map(() => ['done']))
     await sleep(1000)
-    expect(ids.filter((eventId) => forwardsOf(eventId) !== 1)).toEqual([])
+    expect(ids.filter((eventId) => forwardsOf(forwards, eventId) !== 1)).toEqual([])
     await api.kill('SIGTERM')
   }, 90_000)
 
@@ -317,10 +308,11 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
       .poll(async () => Promise.all(ids.map(statusOf)), { timeout: 60_000, interval: 500 })
       .toEqual(ids.map(() => ['done']))
     await sleep(1000)
-    expect(ids.filter((eventId) => forwardsOf(eventId) === 0)).toEqual([])
-    for (const { operation_key } of completed) expect(forwardsOf(operation_key.split(':')[1] ?? '')).toBe(1)
+    expect(ids.filter((eventId) => forwardsOf(forwards, eventId) === 0)).toEqual([])
+    for (const { operation_key } of completed)
+      expect(forwardsOf(forwards, operation_key.split(':')[1] ?? '')).toBe(1)
     // A repeat is only a forward under way at the kill, sent at most once more under the same key.
-    const sent = ids.reduce((sum, eventId) => sum + forwardsOf(eventId), 0)
+    const sent = ids.reduce((sum, eventId) => sum + forwardsOf(forwards, eventId), 0)
     expect(sent - ids.length).toBeLessThanOrEqual(inFlight?.n ?? 0)
     await api.kill('SIGTERM')
   }, 120_000)
@@ -384,7 +376,7 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
       )
       .toEqual([])
     await sleep(1000)
-    expect(accepted.filter((eventId) => forwardsOf(eventId) !== 1)).toEqual([])
+    expect(accepted.filter((eventId) => forwardsOf(forwards, eventId) !== 1)).toEqual([])
     console.info(
       `failover: replica promoted ${healthyAfterMs} ms after the kill, every accepted event DONE ` +
         `${Date.now() - killedAt} ms after it; ${accepted.length} accepted (${acceptedDuring} while the slot had no master), answers ` +

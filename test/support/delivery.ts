@@ -21,6 +21,37 @@ export async function deliverEvent(
   return ((await response.json()) as { id: string }).id
 }
 
+/**
+ * Posts a signed `order.paid` delivery of `eventId` and returns what came back, whatever it is: the
+ * status and the ledger's answer (`accepted`, `duplicate`), for tests that count answers under load.
+ */
+export async function deliverSigned(
+  url: string,
+  source: string,
+  eventId: string,
+): Promise<{ status: number; answer: string | undefined }> {
+  const body = JSON.stringify({ type: 'order.paid', eventId })
+  const response = await fetch(`${url}/webhooks/${source}`, {
+    method: 'POST',
+    body,
+    headers: signedHeaders(body, { id: eventId }),
+  })
+  const answer = (await response.json()) as { status?: string }
+  return { status: response.status, answer: answer.status }
+}
+
+/** The statuses of the rows of an event id (one row, or none, in a ledger that dedups). */
+export async function eventStatuses(sql: postgres.Sql, eventId: string): Promise<string[]> {
+  const rows = await sql<Array<{ status: string }>>`
+    select status::text from inbound_events where event_id = ${eventId}`
+  return rows.map((row) => row.status)
+}
+
+/** How many forwards of `eventId` (an `order.paid` body as deliverSigned sends) a sink received. */
+export function forwardsOf(sink: { received: ReadonlyArray<{ body: string }> }, eventId: string): number {
+  return sink.received.filter((r) => (JSON.parse(r.body) as { eventId: string }).eventId === eventId).length
+}
+
 /** How many of a source's events are in each status, e.g. `{ done: 3, pending: 1 }`. */
 export async function statusCounts(sql: postgres.Sql, source: string): Promise<Record<string, number>> {
   const rows = await sql<Array<{ status: string; n: number }>>`
