@@ -11,7 +11,7 @@ import { MIGRATIONS_FOLDER, migrateLedger } from '../../src/db/migrate.js'
 import type { DoctorReport } from '../../src/doctor/run.js'
 import { createLogger } from '../../src/logger.js'
 import { type Child, startChild } from '../support/child.js'
-import { deliverSigned, eventStatuses, forwardsOf } from '../support/delivery.js'
+import { deliverSigned, eventStatuses, forwardsOf, notDoneYet } from '../support/delivery.js'
 import { adminDatabaseUrl, testRedisUrl } from '../support/env.js'
 import { type PgBouncer, startPgBouncer } from '../support/pgbouncer.js'
 import { runCommand } from '../support/run-command.js'
@@ -235,17 +235,7 @@ describe('through PgBouncer in transaction mode', () => {
       [...answers.keys()].filter((status) => status !== 200 && status !== 503),
       `${JSON.stringify([...answers])}\n${running.output().slice(-3000)}`,
     ).toEqual([])
-    await expect
-      .poll(
-        async () => {
-          const rows = await direct.sql<Array<{ event_id: string; status: string }>>`
-            select event_id, status::text from inbound_events where event_id like 'evt_bounced_reset_%'`
-          const byId = new Map(rows.map((row) => [row.event_id, row.status]))
-          return accepted.filter((eventId) => byId.get(eventId) !== 'done')
-        },
-        { timeout: 30_000, interval: 500 },
-      )
-      .toEqual([])
+    await expect.poll(() => notDoneYet(direct.sql, accepted), { timeout: 30_000, interval: 500 }).toEqual([])
     const forwarded = new Set(sink.received.map((r) => (JSON.parse(r.body) as { eventId: string }).eventId))
     expect(accepted.filter((eventId) => !forwarded.has(eventId))).toEqual([])
     expect((await fetch(`${running.url}/readyz`)).status).toBe(200)

@@ -13,6 +13,7 @@ import {
   eventStatuses,
   forwardsOf,
   metricLine,
+  notDoneYet,
   statusCounts,
 } from '../support/delivery.js'
 import { type RedisCluster, startRedisCluster } from '../support/redis-cluster.js'
@@ -365,15 +366,7 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
       `${JSON.stringify([...answers])}\n${running.output().slice(-3000)}`,
     ).toEqual([])
     await expect
-      .poll(
-        async () => {
-          const rows = await database.sql<Array<{ event_id: string; status: string }>>`
-            select event_id, status::text from inbound_events where event_id like 'evt_cluster_failover_%'`
-          const byId = new Map(rows.map((row) => [row.event_id, row.status]))
-          return accepted.filter((eventId) => byId.get(eventId) !== 'done')
-        },
-        { timeout: 60_000, interval: 500 },
-      )
+      .poll(() => notDoneYet(database.sql, accepted), { timeout: 60_000, interval: 500 })
       .toEqual([])
     await sleep(1000)
     expect(accepted.filter((eventId) => forwardsOf(forwards, eventId) !== 1)).toEqual([])

@@ -47,6 +47,14 @@ export async function eventStatuses(sql: postgres.Sql, eventId: string): Promise
   return rows.map((row) => row.status)
 }
 
+/** Which of these event ids have no DONE row yet (a poll's subject after a fault). */
+export async function notDoneYet(sql: postgres.Sql, eventIds: readonly string[]): Promise<string[]> {
+  const rows = await sql<Array<{ event_id: string }>>`
+    select event_id from inbound_events where event_id = any(${eventIds as string[]}) and status = 'done'`
+  const done = new Set(rows.map((row) => row.event_id))
+  return eventIds.filter((eventId) => !done.has(eventId))
+}
+
 /** How many forwards of `eventId` (an `order.paid` body as deliverSigned sends) a sink received. */
 export function forwardsOf(sink: { received: ReadonlyArray<{ body: string }> }, eventId: string): number {
   return sink.received.filter((r) => (JSON.parse(r.body) as { eventId: string }).eventId === eventId).length
