@@ -226,7 +226,9 @@ describe('hookledger sign', () => {
     expect(headers.map(([name]) => name)).toEqual(
       expect.arrayContaining(['X-GitHub-Event', 'X-GitHub-Delivery', 'x-hub-signature-256', 'Content-Type']),
     )
+    // The fixture's event was claimed by an earlier case: forget it, key included, to claim it anew.
     await service.database.db.delete(inboundEvents).where(eq(inboundEvents.source, 'github'))
+    await service.database.sql`delete from inbound_event_keys where source = 'github'`
     const response = await fetch(`${service.url}/webhooks/github`, {
       method: 'POST',
       headers,

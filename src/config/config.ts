@@ -78,6 +78,13 @@ export function assembleConfig(
       problems.push(`${where}: has both "handler" and "routes"; a source delivers through one of them`)
       continue
     }
+    if (source.retentionDays > file.retention.dedupWindowDays) {
+      problems.push(
+        `${where}: retentionDays (${source.retentionDays}) is longer than retention.dedupWindowDays ` +
+          `(${file.retention.dedupWindowDays}): a provider's retry of an event still kept would be claimed ` +
+          'again. Raise retention.dedupWindowDays to at least it.',
+      )
+    }
     const dedupOnBody = source.dedupOnBody ?? !eventIdIsSigned(source.verify)
     for (const problem of unsignedDedupParts(source.verify, source.dedupKey, dedupOnBody)) {
       problems.push(`${where}: ${problem}`)

@@ -100,6 +100,19 @@ export const retentionSchema = z
      * again after its event was deleted.
      */
     operationDays: z.number().int().min(1).max(3650).default(90),
+    /**
+     * The inbound ledger is partitioned by the time of each claim: a partition per UTC day, or per
+     * week (from Monday). Retention drops a whole period once every source's `retentionDays` has
+     * passed and none of its events is unfinished. A change applies to the periods made after it.
+     */
+    partitionPeriod: z.enum(['day', 'week']).default('day'),
+    /**
+     * A delivery of an event id claimed this many days ago or less is a duplicate, even after
+     * retention dropped the first copy's period. At least the longest `retentionDays` of any source
+     * (checked at start-up). Keys are kept in generations of this length and dropped whole, so one
+     * stays between one and two windows.
+     */
+    dedupWindowDays: z.number().int().min(1).max(3650).default(30),
   })
   .prefault({})
 

@@ -48,14 +48,15 @@ const sourceSchema = z.object({
     .max(64 * 1024 * 1024)
     .optional(),
   /**
-   * DONE events older than this are deleted. Dedup lasts exactly as long as the row: a provider retry
-   * arriving later is accepted as new, so keep this longer than the provider retries.
+   * DONE events older than this are deleted (whole periods once every source's has passed). Dedup
+   * lasts `retention.dedupWindowDays`, at least this: a provider retry arriving later is accepted as
+   * new, so keep both longer than the provider retries.
    */
   retentionDays: z.number().int().min(1).max(3650).default(DEFAULT_RETENTION_DAYS),
   /**
-   * Also answer `duplicate` to a delivery whose body equals a kept event's body under another id, for
-   * as long as that row is kept (retentionDays). Default: on where the signature does not cover the
-   * event id (github, shopify, hmac with an unsigned id header), off elsewhere.
+   * Also answer `duplicate` to a delivery whose body equals an earlier event's body under another id,
+   * within the dedup window (retention.dedupWindowDays). Default: on where the signature does not
+   * cover the event id (github, shopify, hmac with an unsigned id header), off elsewhere.
    */
   dedupOnBody: z.boolean().optional(),
   /**

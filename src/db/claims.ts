@@ -1,6 +1,6 @@
 import type postgres from 'postgres'
 import { createBatcher } from './batcher.js'
-import { withLedgerDeadline } from './client.js'
+import { postgresErrorCode, withLedgerDeadline } from './client.js'
 import type { OrderingKeyRow } from './ordering.js'
 
 export interface NewEvent {
@@ -32,12 +32,39 @@ export type ClaimResult =
 const key = (source: string, eventId: string) => `${source}\u0000${eventId}`
 
 /**
- * The claim: one INSERT … ON CONFLICT DO NOTHING on the unique (source, event_id) index, committed
- * on its own, for any number of deliveries. Concurrent deliveries of one event meet on that index, so
- * exactly one is `accepted` and no prior SELECT can race. The others then read the winner's hash to
- * tell a retry (duplicate) from a reuse of the id with another body (conflict, recorded as evidence).
- * For a source that dedups on the body, the (source, body_key) index is a second arbiter of the same
- * statement, so concurrent replays of one body under fresh ids meet there the same way.
+ * How close to a key generation's bounds a claim also writes its keys into the neighbouring
+ * generation. It must outlast any claim statement (the ledger's statement timeout is far shorter):
+ * two copies of one event claimed at the same time then always write into one common generation,
+ * where its unique index makes one of them wait for the other.
+ */
+export const KEY_GENERATION_OVERLAP = '1 hour'
+
+/**
+ * The ledger has no partition for the claim's time (no period or no key generation covers now): the
+ * partition keeper has not run for days. Nothing was written; the sender's retry may find them made.
+ */
+export class MissingPartitionError extends Error {
+  constructor(what: string) {
+    super(
+      `the ledger has no ${what} for now: no worker or start has made them (doctor: ledger.partitions_short)`,
+    )
+    this.name = 'MissingPartitionError'
+  }
+}
+
+/**
+ * The claim, for any number of deliveries, in one transaction: each new key is inserted into
+ * inbound_event_keys (ON CONFLICT DO NOTHING on its unique (source, event_id) and (source,
+ * body_key) indexes), and the events whose keys went in are inserted in the same statement.
+ * Concurrent deliveries of one event meet on those indexes, so exactly one is `accepted` and no
+ * prior SELECT can race. The others then read the winner's hash to tell a retry (duplicate) from a
+ * reuse of the id with another body (conflict, recorded as evidence).
+ *
+ * inbound_event_keys is partitioned into generations (migration 0018), and a unique index holds
+ * within one generation only. So a key is written into the generation of the claim's time, and,
+ * within KEY_GENERATION_OVERLAP of its bounds, into the neighbouring one too; and a key any other
+ * live generation holds is a duplicate without an insert. A key that won one of its two generations
+ * but lost the other lost the race: its row in the first is deleted before the commit.
  */
 export async function claimEvents(
   sql: postgres.Sql,
@@ -53,31 +80,87 @@ export async function claimEvents(
   const keys = events.flatMap((e) =>
     (e.orderingKeys ?? []).map((k) => ({ source: e.source, eventId: e.eventId, ...k })),
   )
-  const inserted = await sql<Array<{ id: string; source: string; event_id: string; xid: string }>>`
-    with inserted as (
-    insert into inbound_events (source, event_id, event_type, payload_hash, body, headers, body_key, origin, trace_parent)
-    select source, event_id, event_type, payload_hash, decode(body, 'hex'), headers::jsonb, body_key, origin, trace_parent
-    from unnest(
-      ${events.map((e) => e.source)}::text[],
-      ${events.map((e) => e.eventId)}::text[],
-      ${events.map((e) => e.eventType)}::text[],
-      ${events.map((e) => e.payloadHash)}::text[],
-      ${events.map((e) => e.body.toString('hex'))}::text[],
-      ${events.map((e) => JSON.stringify(e.headers))}::text[],
-      ${events.map((e) => e.bodyKey ?? null)}::text[],
-      ${events.map((e) => e.origin ?? 'webhook')}::text[],
-      ${events.map((e) => e.traceParent ?? null)}::text[]
-    ) with ordinality as input(source, event_id, event_type, payload_hash, body, headers, body_key, origin,
-                               trace_parent, position)
-    order by position
-    on conflict do nothing
-    returning id, source, event_id, body, received_seq),
-    payloads as (
-      insert into inbound_event_payloads (event_row_id, body)
-      select inserted.id, parsed from inserted, hookledger_body_json(inserted.body) as parsed
-      where parsed is not null)
-    ${keys.length === 0 ? sql`` : orderingKeyWrites(sql, keys)}
-    select id, source, event_id, pg_current_xact_id()::text as xid from inserted`
+  const inserted = await claimTransaction(sql, async (tx) => {
+    // One row whatever happened, so a ledger with no generation for now cannot pass for duplicates.
+    const [outcome] = await tx<
+      Array<{
+        generations: number
+        xid: string
+        claimed: Array<{ id: string; source: string; event_id: string; lost: boolean }>
+      }>
+    >`
+      with input as materialized (
+        select hookledger_uuid_v7(now()) as id, source, event_id, event_type, payload_hash, body, headers,
+               body_key, origin, trace_parent, position
+        from unnest(
+          ${events.map((e) => e.source)}::text[],
+          ${events.map((e) => e.eventId)}::text[],
+          ${events.map((e) => e.eventType)}::text[],
+          ${events.map((e) => e.payloadHash)}::text[],
+          ${events.map((e) => e.body.toString('hex'))}::text[],
+          ${events.map((e) => JSON.stringify(e.headers))}::text[],
+          ${events.map((e) => e.bodyKey ?? null)}::text[],
+          ${events.map((e) => e.origin ?? 'webhook')}::text[],
+          ${events.map((e) => e.traceParent ?? null)}::text[]
+        ) with ordinality as input(source, event_id, event_type, payload_hash, body, headers, body_key, origin,
+                                   trace_parent, position)),
+      written as (
+        select starts from inbound_key_generations
+        where starts <= now() + ${KEY_GENERATION_OVERLAP}::interval
+          and ends > now() - ${KEY_GENERATION_OVERLAP}::interval),
+      fresh as (
+        select * from input i
+        where not exists (
+            select 1 from inbound_event_keys k
+            where k.source = i.source and k.event_id = i.event_id
+              and k.generation <> all(array(select starts from written)))
+          and (i.body_key is null or not exists (
+            select 1 from inbound_event_keys k
+            where k.source = i.source and k.body_key = i.body_key
+              and k.generation <> all(array(select starts from written))))),
+      keyed as (
+        -- In ascending generation order, as every claim: two claims wait for each other on one
+        -- generation only, never each on the other's.
+        insert into inbound_event_keys (generation, source, event_id, body_key, event_row_id, payload_hash, origin)
+        select w.starts, f.source, f.event_id, f.body_key, f.id, f.payload_hash, f.origin
+        from fresh f cross join written w
+        order by f.position, w.starts
+        on conflict do nothing
+        returning event_row_id),
+      won as (
+        select event_row_id as id, count(*) = (select count(*) from written) as whole
+        from keyed group by event_row_id),
+      inserted as (
+        insert into inbound_events (id, source, event_id, event_type, payload_hash, body, headers, body_key,
+                                    origin, trace_parent)
+        select i.id, i.source, i.event_id, i.event_type, i.payload_hash, decode(i.body, 'hex'), i.headers::jsonb,
+               i.body_key, i.origin, i.trace_parent
+        from input i join won using (id)
+        where won.whole
+        order by i.position
+        returning id, source, event_id, body, received_seq),
+      payloads as (
+        insert into inbound_event_payloads (event_row_id, body)
+        select inserted.id, parsed from inserted, hookledger_body_json(inserted.body) as parsed
+        where parsed is not null)
+      ${keys.length === 0 ? tx`` : orderingKeyWrites(tx, keys)}
+      select (select count(*)::int from written) as generations, pg_current_xact_id()::text as xid,
+             coalesce((select json_agg(json_build_object('id', i.id, 'source', i.source, 'event_id', i.event_id,
+                                                         'lost', not won.whole))
+                       from input i join won using (id)), '[]') as claimed`
+    if (outcome === undefined || outcome.generations === 0) {
+      throw new MissingPartitionError('dedup key generation (inbound_key_generations)')
+    }
+    const lost = outcome.claimed.filter((row) => row.lost)
+    if (lost.length > 0) {
+      await tx`
+        delete from inbound_event_keys k
+        using unnest(${lost.map((row) => row.source)}::text[], ${lost.map((row) => row.event_id)}::text[],
+                     ${lost.map((row) => row.id)}::uuid[]) as l(source, event_id, id)
+        where k.source = l.source and k.event_id = l.event_id and k.event_row_id = l.id`
+    }
+    return outcome.claimed.filter((row) => !row.lost).map((row) => ({ ...row, xid: outcome.xid }))
+  })
   const [first] = inserted
   if (first !== undefined) onInserted?.(first.xid, inserted.length)
   const insertedIds = new Map(inserted.map((row) => [key(row.source, row.event_id), row.id]))
@@ -101,6 +184,7 @@ export async function claimEvents(
       const bodyKey = event?.bodyKey ?? null
       return event === undefined || bodyKey === null ? [] : [{ source: event.source, bodyKey }]
     })
+    // From the keys, not the events: the key outlives its event's partition for the dedup window.
     const existing = await sql<
       Array<{
         id: string
@@ -111,7 +195,7 @@ export async function claimEvents(
         origin: EventOrigin
       }>
     >`
-      select id, source, event_id, payload_hash, body_key, origin from inbound_events
+      select event_row_id as id, source, event_id, payload_hash, body_key, origin from inbound_event_keys
       where (source, event_id) in (
         select * from unnest(
           ${unresolved.map((i) => events[i]?.source ?? '')}::text[],
@@ -119,7 +203,8 @@ export async function claimEvents(
       or (source, body_key) in (
         select * from unnest(
           ${replayable.map((r) => r.source)}::text[],
-          ${replayable.map((r) => r.bodyKey)}::text[]))`
+          ${replayable.map((r) => r.bodyKey)}::text[]))
+      order by generation`
     const byKey = new Map(existing.map((row) => [key(row.source, row.event_id), row]))
     const byBody = new Map(
       existing.flatMap((row) => (row.body_key === null ? [] : [[key(row.source, row.body_key), row.id]])),
@@ -162,12 +247,31 @@ export async function claimEvents(
   return results.flatMap((result) => result ?? [])
 }
 
+/** `work` in a transaction, a row with no partition for its id said as MissingPartitionError. */
+async function claimTransaction<T>(
+  sql: postgres.Sql,
+  work: (tx: postgres.TransactionSql) => Promise<T>,
+): Promise<T> {
+  try {
+    return (await sql.begin(work)) as T
+  } catch (error) {
+    // 23514 check_violation, as PostgreSQL reports "no partition of relation … found for row".
+    if (
+      postgresErrorCode(error) === '23514' &&
+      /no partition of relation/.test(String((error as Error).message))
+    ) {
+      throw new MissingPartitionError('ledger period (ledger_periods)')
+    }
+    throw error
+  }
+}
+
 /**
  * The claimed rows' ordering keys. A key listed twice for one row (the same event id twice in the
  * batch) is taken from its first delivery, the one whose row was inserted.
  */
 function orderingKeyWrites(
-  sql: postgres.Sql,
+  sql: postgres.TransactionSql,
   keys: ReadonlyArray<OrderingKeyRow & { source: string; eventId: string }>,
 ) {
   return sql`, ordering_keys as (

@@ -115,6 +115,28 @@ export async function foreignKeyState(
   return state ?? { present: false, enforced: false }
 }
 
+/**
+ * For the inbound ledger's partitioned tables, where each period's child partition has a foreign key
+ * to its own period's events partition (migration 0018): whether that key exists and is enforced in
+ * every period.
+ */
+export async function periodForeignKeyState(
+  client: postgres.Sql,
+  key: ParentKey,
+): Promise<{ present: boolean; enforced: boolean }> {
+  const [state] = await client<Array<{ present: boolean; enforced: boolean }>>`
+    select coalesce(bool_and(k.present), true) as present, coalesce(bool_and(k.enforced), true) as enforced
+    from ledger_periods p
+    cross join lateral (
+      select count(c.oid) > 0 as present,
+        coalesce(bool_and(c.convalidated and not exists (
+          select 1 from pg_trigger t where t.tgconstraint = c.oid and t.tgenabled = 'D')), false) as enforced
+      from pg_constraint c
+      where c.contype = 'f' and c.conrelid = to_regclass(${key.table} || '_' || p.suffix)
+        and c.confrelid = to_regclass(${key.parent} || '_' || p.suffix)) k`
+  return state ?? { present: false, enforced: false }
+}
+
 /** Of the newest `limit` rows of `key.table`, those whose parent row does not exist. */
 export async function orphanRows(
   client: postgres.Sql,
@@ -190,4 +212,20 @@ export async function databaseClockMs(client: postgres.Sql): Promise<number> {
   const [row] = await client<Array<{ now: string }>>`
     select (extract(epoch from clock_timestamp()) * 1000)::text as now`
   return Number(row?.now)
+}
+
+/**
+ * How far ahead of now the ledger's periods and key generations reach, in hours (negative: they end
+ * before now), or null when there are none. A claim needs both for its own time.
+ */
+export async function partitionsReach(
+  client: postgres.Sql,
+): Promise<{ periodHours: number | null; generationHours: number | null }> {
+  const [row] = await client<Array<{ period_hours: number | null; generation_hours: number | null }>>`
+    select extract(epoch from (select max(ends) from ledger_periods) - now()) / 3600 as period_hours,
+           extract(epoch from (select max(ends) from inbound_key_generations) - now()) / 3600 as generation_hours`
+  return {
+    periodHours: row?.period_hours == null ? null : Number(row.period_hours),
+    generationHours: row?.generation_hours == null ? null : Number(row.generation_hours),
+  }
 }

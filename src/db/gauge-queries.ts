@@ -16,9 +16,12 @@ export const LIVE_EVENT_STATUSES = ['pending', 'processing', 'failed'] as const
  * or one where autovacuum is off. The live count alone reads 0 after a crash, which resets it.
  */
 export async function estimatedRows(client: postgres.Sql, table: string): Promise<number> {
-  const [row] = await client<Array<{ rows: number }>>`
-    select greatest(reltuples, pg_stat_get_live_tuples(oid), 0)::float8 as rows
-    from pg_class where oid = to_regclass(${table})`
+  // Summed over the partitions of a partitioned table, whose own statistics count no live rows.
+  const [row] = await client<Array<{ rows: number | null }>>`
+    select sum(greatest(c.reltuples, pg_stat_get_live_tuples(c.oid), 0))::float8 as rows
+    from pg_class c
+    where (c.oid = to_regclass(${table}) and c.relkind <> 'p')
+       or c.oid in (select relid from pg_partition_tree(to_regclass(${table})) where isleaf)`
   return row?.rows ?? 0
 }
 

@@ -19,7 +19,12 @@ const MIGRATION_LOCK = 727_274_001
  * released on another server session, or never). drizzle's own migrator cannot take that lock
  * inside its transaction, so this applies its migration files (same table, same bookkeeping).
  */
-export async function migrateLedger(url: string, logger: Logger): Promise<void> {
+export async function migrateLedger(
+  url: string,
+  logger: Logger,
+  /** Another folder of migrations: the upgrade tests stop at an older one. */
+  migrationsFolder = MIGRATIONS_FOLDER,
+): Promise<void> {
   const target = ledgerTarget(url)
   await ensureDatabaseExists(target.url, logger)
   const connection = postgres(target.url, {
@@ -29,7 +34,7 @@ export async function migrateLedger(url: string, logger: Logger): Promise<void> 
     prepare: !target.pgbouncer,
   })
   try {
-    const migrations = readMigrationFiles({ migrationsFolder: MIGRATIONS_FOLDER })
+    const migrations = readMigrationFiles({ migrationsFolder })
     await drizzle({ client: connection }).transaction(async (tx) => {
       await tx.execute(sql`select pg_advisory_xact_lock(${MIGRATION_LOCK})`)
       await tx.execute(sql`create schema if not exists drizzle`)

@@ -8,16 +8,26 @@ import type { OperationStatus } from './outbound-schema.js'
 /** Operations nothing will run or decide again. The others are owed work or a human's decision. */
 const SETTLED_OPERATIONS: OperationStatus[] = ['completed', 'compensated', 'exhausted', 'failed', 'abandoned']
 
-/** Up to `limit` of a source's DONE events received more than `days` ago, oldest first. */
+/**
+ * Up to `limit` of a source's DONE events received more than `days` ago, oldest first. With
+ * `wholePeriods` (a source whose retention is the longest, so its periods are dropped whole by
+ * dropExpiredPeriods), only those received before the start of the period that `days` ago falls in:
+ * the rest of that period goes whole, and deleting its rows one by one first would leave the dead
+ * tuples partitioning is there to avoid.
+ */
 export async function deleteDoneEvents(
   client: postgres.Sql,
-  options: { source: string; days: number; limit: number },
+  options: { source: string; days: number; limit: number; wholePeriods: boolean },
 ): Promise<number> {
+  const horizon = client`now() - ${options.days} * interval '1 day'`
+  const before = options.wholePeriods
+    ? client`coalesce((select starts from ledger_periods where starts <= ${horizon} and ends > ${horizon}), ${horizon})`
+    : horizon
   const deleted = await client`
     delete from inbound_events where id in (
       select id from inbound_events
       where source = ${options.source} and status = 'done'
-        and received_at < now() - ${options.days} * interval '1 day'
+        and received_at < ${before}
       order by received_at
       limit ${options.limit}
       for update skip locked)`

@@ -34,12 +34,15 @@ export type EventStatus = (typeof eventStatus.enumValues)[number]
 /** Numbers events in the order their claims were inserted: the "received order" of ordering keys. */
 export const inboundEventsReceivedSeq = pgSequence('inbound_events_received_seq')
 
-// Stored with fillfactor 50 (migration 0017), which pgTable cannot express: each page keeps room for
-// the row's updates, so a new version lands beside the old one and is logged as the bytes that differ.
+// Partitioned by RANGE of id, a period per partition (migration 0018, src/db/ledger-periods.ts), and
+// each partition stored with fillfactor 50 (migration 0017): pgTable can express neither. Fillfactor
+// keeps room on each page for the row's updates, so a new version lands beside the old one and is
+// logged as the bytes that differ.
 export const inboundEvents = pgTable(
   'inbound_events',
   {
-    id: uuid('id').primaryKey().defaultRandom(),
+    /** A version 7 UUID: its first 48 bits are the milliseconds of the claim, which pick the partition. */
+    id: uuid('id').primaryKey().default(sql`hookledger_uuid_v7(now())`),
     source: text('source').notNull(),
     eventId: text('event_id').notNull(),
     eventType: text('event_type'),
@@ -95,12 +98,9 @@ export const inboundEvents = pgTable(
     traceParent: text('trace_parent'),
   },
   (t) => [
-    // The claim: concurrent deliveries of one event race on this index, never on a prior SELECT.
-    uniqueIndex('inbound_events_source_event_id_uq').on(t.source, t.eventId),
-    // The same claim, keyed on the signed body, for sources whose event id anyone can change.
-    uniqueIndex('inbound_events_source_body_key_uq')
-      .on(t.source, t.bodyKey)
-      .where(sql`${t.bodyKey} is not null`),
+    // Not unique: a partitioned table's unique index must hold its partition key. The claim's arbiter
+    // is inbound_event_keys; this serves lookups by event id (the admin page, backfill).
+    index('inbound_events_source_event_id_idx').on(t.source, t.eventId),
     // With id: a bulk replay's chunk starts right after the last row it flipped (migration 0016).
     index('inbound_events_status_received_id_idx').on(t.status, t.receivedAt, t.id),
     // The admin page's keyset paging, newest first, over all statuses (received_at, id), and its
@@ -115,6 +115,59 @@ export const inboundEvents = pgTable(
 )
 
 /**
+ * Every period of the inbound ledger (migration 0018): inbound_events and the five tables below keyed
+ * by its row id (payloads, attempts, replays, routes, ordering keys) each have one partition per
+ * period, named `<table>_<suffix>`, for the ids of [starts, ends). Each child partition's foreign
+ * key names its own period's events partition, so that one period drops without a look at any
+ * other; pgTable cannot declare those, nor the partitioning.
+ */
+export const ledgerPeriods = pgTable(
+  'ledger_periods',
+  {
+    starts: timestamptz('starts').primaryKey(),
+    ends: timestamptz('ends').notNull(),
+    suffix: text('suffix').notNull().unique(),
+  },
+  (t) => [check('ledger_periods_order_check', sql`${t.ends} > ${t.starts}`)],
+)
+
+/** Every generation of inbound_event_keys, each its partition `inbound_event_keys_<suffix>`. */
+export const inboundKeyGenerations = pgTable(
+  'inbound_key_generations',
+  {
+    starts: timestamptz('starts').primaryKey(),
+    ends: timestamptz('ends').notNull(),
+    suffix: text('suffix').notNull().unique(),
+  },
+  (t) => [check('inbound_key_generations_order_check', sql`${t.ends} > ${t.starts}`)],
+)
+
+/**
+ * The claim's arbiter (src/db/claims.ts): one row per claimed event and key generation, partitioned
+ * by generation and kept for `retention.dedupWindowDays` at least, whether or not the event's period
+ * is still there. A duplicate is answered from here, not from inbound_events.
+ */
+export const inboundEventKeys = pgTable(
+  'inbound_event_keys',
+  {
+    generation: timestamptz('generation').notNull(),
+    source: text('source').notNull(),
+    eventId: text('event_id').notNull(),
+    bodyKey: text('body_key'),
+    eventRowId: uuid('event_row_id').notNull(),
+    payloadHash: text('payload_hash').notNull(),
+    origin: text('origin', { enum: ['webhook', 'backfill'] }).notNull(),
+  },
+  // The generation last: a claim's look into the other generations descends on the key.
+  (t) => [
+    uniqueIndex('inbound_event_keys_source_event_id_uq').on(t.source, t.eventId, t.generation),
+    uniqueIndex('inbound_event_keys_source_body_key_uq')
+      .on(t.source, t.bodyKey, t.generation)
+      .where(sql`${t.bodyKey} is not null`),
+  ],
+)
+
+/**
  * The body as jsonb, for the admin page's payload search (`data.object.customer = cus_123`) only:
  * written once, with the claim, and never updated. On inbound_events itself the GIN index had to be
  * an expression on the body, which Postgres computes again on every update that is not HOT, and
@@ -124,9 +177,7 @@ export const inboundEvents = pgTable(
 export const inboundEventPayloads = pgTable(
   'inbound_event_payloads',
   {
-    eventRowId: uuid('event_row_id')
-      .primaryKey()
-      .references(() => inboundEvents.id, { onDelete: 'cascade' }),
+    eventRowId: uuid('event_row_id').primaryKey(),
     body: jsonb('body').notNull(),
   },
   // jsonb_path_ops: one hashed entry per leaf path, serving `@>` for any JSON path of any body.
@@ -137,10 +188,8 @@ export const inboundEventPayloads = pgTable(
 export const eventAttempts = pgTable(
   'event_attempts',
   {
-    id: bigserial('id', { mode: 'number' }).primaryKey(),
-    eventRowId: uuid('event_row_id')
-      .notNull()
-      .references(() => inboundEvents.id, { onDelete: 'cascade' }),
+    id: bigserial('id', { mode: 'number' }).notNull(),
+    eventRowId: uuid('event_row_id').notNull(),
     attempt: integer('attempt').notNull(),
     /** The replay round (0 = as received): attempt numbers restart with each replay, history stays. */
     replay: integer('replay').notNull().default(0),
@@ -151,17 +200,18 @@ export const eventAttempts = pgTable(
     startedAt: timestamptz('started_at').notNull(),
     finishedAt: timestamptz('finished_at').notNull().defaultNow(),
   },
-  (t) => [index('event_attempts_event_idx').on(t.eventRowId, t.attempt)],
+  (t) => [
+    primaryKey({ columns: [t.eventRowId, t.id] }),
+    index('event_attempts_event_idx').on(t.eventRowId, t.attempt),
+  ],
 )
 
 /** Who replayed a FAILED event and when: the audit of a person's re-run of a handler. */
 export const eventReplays = pgTable(
   'event_replays',
   {
-    id: bigserial('id', { mode: 'number' }).primaryKey(),
-    eventRowId: uuid('event_row_id')
-      .notNull()
-      .references(() => inboundEvents.id, { onDelete: 'cascade' }),
+    id: bigserial('id', { mode: 'number' }).notNull(),
+    eventRowId: uuid('event_row_id').notNull(),
     /** The round this replay started (inbound_events.replays after it). */
     replay: integer('replay').notNull(),
     by: text('by').notNull(),
@@ -169,7 +219,10 @@ export const eventReplays = pgTable(
     previousError: text('previous_error'),
     at: timestamptz('at').notNull().defaultNow(),
   },
-  (t) => [index('event_replays_event_idx').on(t.eventRowId, t.replay)],
+  (t) => [
+    primaryKey({ columns: [t.eventRowId, t.id] }),
+    index('event_replays_event_idx').on(t.eventRowId, t.replay),
+  ],
 )
 
 /**
@@ -275,9 +328,7 @@ export type RouteDeliveryStatus = (typeof routeDeliveryStatus.enumValues)[number
 export const eventRoutes = pgTable(
   'event_routes',
   {
-    eventRowId: uuid('event_row_id')
-      .notNull()
-      .references(() => inboundEvents.id, { onDelete: 'cascade' }),
+    eventRowId: uuid('event_row_id').notNull(),
     routeId: text('route_id').notNull(),
     status: routeDeliveryStatus('status').notNull(),
     /** Attempts at this route that ran (a delivery that had to wait is not one). */
@@ -298,9 +349,7 @@ export const eventRoutes = pgTable(
 export const eventOrderingKeys = pgTable(
   'event_ordering_keys',
   {
-    eventRowId: uuid('event_row_id')
-      .notNull()
-      .references(() => inboundEvents.id, { onDelete: 'cascade' }),
+    eventRowId: uuid('event_row_id').notNull(),
     routeId: text('route_id').notNull(),
     source: text('source').notNull(),
     /** sha256 of the pointer and the RFC 8785 JSON of the value there (orderingKeyHash). */

@@ -5,6 +5,8 @@ import {
   missingForwardsOfDoneEvents,
   openForwardsOfDoneEvents,
   orphanRows,
+  partitionsReach,
+  periodForeignKeyState,
 } from '../db/doctor-queries.js'
 import {
   type Check,
@@ -82,10 +84,13 @@ export const staleLeases: Check = {
   },
 }
 
-/** The foreign keys that make an attempt without its operation (or event) impossible. */
+/**
+ * The foreign keys that make an attempt without its operation (or event) impossible. The event's is
+ * one per ledger period, between that period's two partitions (migration 0018).
+ */
 const ATTEMPT_KEYS = [
-  { table: 'operation_attempts', column: 'operation_id', parent: 'operations' },
-  { table: 'event_attempts', column: 'event_row_id', parent: 'inbound_events' },
+  { table: 'operation_attempts', column: 'operation_id', parent: 'operations', perPeriod: false },
+  { table: 'event_attempts', column: 'event_row_id', parent: 'inbound_events', perPeriod: true },
 ] as const
 
 /**
@@ -99,7 +104,7 @@ export const orphanAttempts: Check = {
     const findings: Finding[] = []
     for (const key of ATTEMPT_KEYS) {
       const { table, column, parent } = key
-      const guard = await foreignKeyState(sql, key)
+      const guard = await (key.perPeriod ? periodForeignKeyState(sql, key) : foreignKeyState(sql, key))
       if (!guard.enforced) {
         findings.push({
           code: 'schema.foreign_key_off',
@@ -154,4 +159,34 @@ export function describeMs(ms: number): string {
   if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`
   if (ms % 60_000 === 0) return `${ms / 60_000} min`
   return `${ms / 1000} s`
+}
+
+/**
+ * The partitions a claim needs: a ledger period and a key generation for its own time, made
+ * PARTITIONS_AHEAD_DAYS ahead by every worker's retention loop and by every start. Less than a day
+ * left means no worker has kept them for a day; none left means claims fail now.
+ */
+export const partitionsAhead: Check = {
+  name: 'partitions_ahead',
+  async run({ sql }) {
+    const reach = await partitionsReach(sql)
+    const short = [
+      { what: 'ledger periods (ledger_periods)', hours: reach.periodHours },
+      { what: 'dedup key generations (inbound_key_generations)', hours: reach.generationHours },
+    ].filter((part) => part.hours === null || part.hours < 24)
+    if (short.length === 0) return noFindings()
+    const now = short.some((part) => part.hours === null || part.hours <= 0)
+    return found({
+      code: 'ledger.partitions_short',
+      severity: 'error',
+      message: now
+        ? 'no partition covers now: every claim fails until a worker or a start makes them'
+        : 'the ledger partitions end within a day: no worker has made new ones for a day',
+      fix: 'start a worker (`hookledger serve --role worker`): its retention loop makes them two days ahead, and so does every start of the service',
+      count: short.length,
+      examples: short.map((part) =>
+        part.hours === null ? `${part.what}: none` : `${part.what}: end in ${part.hours.toFixed(1)} h`,
+      ),
+    })
+  },
 }

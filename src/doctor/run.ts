@@ -1,7 +1,13 @@
 import { pingLedger } from '../db/client.js'
 import { MIGRATIONS_FOLDER } from '../db/migrate.js'
 import { briefConnection } from '../queue/connections.js'
-import { doneEventsUnsettled, orphanAttempts, staleLeases, staleReconciliation } from './ledger-checks.js'
+import {
+  doneEventsUnsettled,
+  orphanAttempts,
+  partitionsAhead,
+  staleLeases,
+  staleReconciliation,
+} from './ledger-checks.js'
 import { pendingWithoutJob, redisEviction } from './queue-checks.js'
 import { dedupKeys, pendingMigrations } from './schema-checks.js'
 import { clockSkew, connectionBudget, postgresSettings } from './settings-checks.js'
@@ -34,6 +40,7 @@ function ledgerChecks(migrationsFolder: string): Check[] {
     connectionBudget,
     clockSkew,
     dedupKeys,
+    partitionsAhead,
     doneEventsUnsettled,
     staleLeases,
     staleReconciliation,

@@ -10,7 +10,8 @@ const TRUE_WORDS = /^(t|tr|tru|true|on|y|ye|yes|1)$/i
  * PostgreSQL settings the ledger's promises rest on, as a session of this database sees them
  * (`ALTER DATABASE … SET` and role settings included): a commit that is not flushed before the 200
  * (synchronous_commit off) can be lost in a crash; without autovacuum, plans go stale as tables grow
- * (README "Autovacuum"), globally or per table (`autovacuum_enabled = false`).
+ * (README "Autovacuum"), globally or per table (`autovacuum_enabled = false`); with JIT on, the
+ * partitioned ledger's worker statements are compiled at every run (migration 0018).
  */
 export const postgresSettings: Check = {
   name: 'postgres_settings',
@@ -40,6 +41,18 @@ export const postgresSettings: Check = {
         examples: [`autovacuum=${autovacuum}`, `track_counts=${counts}`],
       })
     }
+    const jit = settings.get('jit') ?? 'off'
+    if (TRUE_WORDS.test(jit)) {
+      findings.push({
+        code: 'postgres.jit_on',
+        severity: 'warning',
+        message:
+          "JIT is on for this database: with the partitioned ledger's estimates it compiles worker statements that run in milliseconds, some 300 ms of CPU each (migration 0018 turns it off where the migrating role owns the database)",
+        fix: 'as the database owner: `alter database <name> set jit = off` (or `alter role <hookledger role> set jit = off`)',
+        count: 1,
+        examples: [`jit=${jit}`],
+      })
+    }
     const tables = await tablesWithAutovacuumOff(sql, TRUE_WORDS.source)
     if (tables.length > 0) {
       findings.push({
@@ -58,6 +71,7 @@ export const postgresSettings: Check = {
 /** The settings the checks of this file read. */
 const SETTINGS = [
   'synchronous_commit',
+  'jit',
   'autovacuum',
   'track_counts',
   'max_connections',

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto'
 import type { Span } from '@opentelemetry/api'
 import type { Source } from '../config/config.js'
 import type { RejectionCode } from '../config/verifier.js'
-import type { ClaimBatcher } from '../db/claims.js'
+import { type ClaimBatcher, MissingPartitionError } from '../db/claims.js'
 import { isLedgerUnavailable } from '../db/client.js'
 import { storableText } from '../db/text.js'
 import { traceparentOf } from '../tracing.js'
@@ -18,6 +18,8 @@ export type ReceiveOutcome =
   | { kind: 'rejected'; code: RejectionCode; message: string }
   | { kind: 'handshake'; body: unknown }
   | { kind: 'ledger_unavailable'; cause: unknown }
+  /** No ledger partition for now (the partition keeper has not run): nothing was written. */
+  | { kind: 'ledger_partition_missing'; cause: MissingPartitionError }
   /** The ledger cannot keep up: refused before the claim, so nothing was written (429, Retry-After). */
   | { kind: 'busy'; refusal: Refusal }
 
@@ -85,6 +87,7 @@ export async function receiveDelivery(
     return claim.kind === 'conflict' ? { ...claim, eventId: event.eventId } : claim
   } catch (error) {
     if (isLedgerUnavailable(error)) return { kind: 'ledger_unavailable', cause: error }
+    if (error instanceof MissingPartitionError) return { kind: 'ledger_partition_missing', cause: error }
     throw error
   }
 }

@@ -10,18 +10,22 @@ import {
 } from '../db/retention.js'
 import { DEFAULT_STUCK_AFTER_MS, watchPass } from '../deadline.js'
 import type { Logger } from '../logger.js'
+import { keepPartitions, periodKeepDays } from './partitions.js'
 
 export interface Retention {
-  /** One pass over every source; returns how many rows it deleted. Exposed for tests. */
+  /** One pass over every source; returns how many rows and whole periods it removed. Exposed for tests. */
   sweep(): Promise<number>
   stop(): Promise<void>
 }
 
 /**
- * Deletes DONE events and conflict records older than their source's `retentionDays`, and settled
- * outbound operations older than `retention.operationDays`, in bounded batches. PENDING, PROCESSING and FAILED events
- * and open operations are never deleted: they are work still owed (or owed a human look). Sources
- * no longer in the config are left alone rather than guessed at.
+ * Drops whole ledger periods once every source's `retentionDays` has passed (src/retention/
+ * partitions.ts), then deletes the DONE events and conflict records that remain past their source's
+ * `retentionDays`, and settled outbound operations older than `retention.operationDays`, in bounded
+ * batches. PENDING, PROCESSING and FAILED events and open operations are never deleted: they are
+ * work still owed (or owed a human look), and a period holding one is kept. The row sweep leaves
+ * sources no longer in the config alone rather than guessing at them; a dropped period takes their
+ * events with everyone else's.
  */
 export function startRetention(deps: {
   sql: postgres.Sql
@@ -46,6 +50,8 @@ export function startRetention(deps: {
   }
 
   const sweep = async () => {
+    // Whole periods first: the row sweep below then finds only what they could not take.
+    const periods = await keepPartitions(deps.sql, deps.config, deps.logger)
     const events = await sweepEvents()
     // An operation goes with its attempts, approvals and audit entries.
     const operations = await drain(() =>
@@ -67,7 +73,7 @@ export function startRetention(deps: {
     }
     if (conflicts > 0) deps.logger.info({ deleted: conflicts }, 'retention deleted expired conflict records')
     await reportUnsettled()
-    return events + operations + evidence + redeliveries + conflicts
+    return periods + events + operations + evidence + redeliveries + conflicts
   }
 
   /**
@@ -91,9 +97,11 @@ export function startRetention(deps: {
 
   const sweepEvents = async () => {
     let total = 0
+    const keepDays = periodKeepDays(deps.config)
     for (const [id, source] of deps.config.sources) {
+      const days = source.config.retentionDays
       total += await drain(() =>
-        deleteDoneEvents(deps.sql, { source: id, days: source.config.retentionDays, limit: batchSize }),
+        deleteDoneEvents(deps.sql, { source: id, days, limit: batchSize, wholePeriods: days >= keepDays }),
       )
     }
     return total

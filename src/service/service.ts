@@ -48,6 +48,7 @@ import { type RedisWatch, redisProblems, watchRedis } from '../queue/redis-healt
 import { startRelay } from '../queue/relay.js'
 import { startWorker } from '../queue/worker.js'
 import { startRetention } from '../retention/loop.js'
+import { extendPartitions } from '../retention/partitions.js'
 import { retentionWarnings } from '../retention/provider-horizon.js'
 import { startTracing } from '../tracing.js'
 import { loadConfig } from './config.js'
@@ -135,6 +136,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const stuckAfterMs = (scope: keyof typeof timeouts) => 2 * timeouts[scope]
   const deploymentId = await readDeploymentId(ledger.db)
   try {
+    // Before the first claim: a ledger stopped for days has no partition for today yet.
+    await extendPartitions(ledger.sql, config, logger)
     await checkDedupKeys(ledger.sql, config, logger)
   } catch (error) {
     await ledger.close()

@@ -151,7 +151,7 @@ describe('hookledger doctor', () => {
     await insertOperation('shop:evt%3Acolon:forward', 'completed')
     const run = await doctor()
     expect(run.stderr).toBe('')
-    expect(run.stdout).toMatch(/^ok: 11 checks, no findings( \(ignored: postgres\.autovacuum_off\))?\n$/)
+    expect(run.stdout).toMatch(/^ok: 12 checks, no findings( \(ignored: postgres\.autovacuum_off\))?\n$/)
     expect(run.status).toBe(0)
     await clean()
   })
@@ -220,7 +220,9 @@ describe('hookledger doctor', () => {
 
   it('finds attempts without their operation or event, and a foreign key that is off', async () => {
     const missingOperation = randomUUID()
-    const missingEvent = randomUUID()
+    // An id of now: attempts are partitioned by their event's id, and only now's period exists.
+    const [made] = await db.sql<Array<{ id: string }>>`select hookledger_uuid_v7(now())::text as id`
+    const missingEvent = String(made?.id)
     // What a restore with triggers disabled does: the foreign keys do not fire.
     await db.sql.begin(async (tx) => {
       await tx`set local session_replication_role = replica`
@@ -322,6 +324,15 @@ describe('hookledger doctor', () => {
     }
   })
 
+  it('finds JIT on for the database (migration 0018 turned it off)', async () => {
+    await db.sql.unsafe(`alter database "${db.name}" set jit = on`)
+    try {
+      expect(lineOf(await doctor(), 'postgres.jit_on')).toContain('JIT is on for this database')
+    } finally {
+      await db.sql.unsafe(`alter database "${db.name}" set jit = off`)
+    }
+  })
+
   it('finds autovacuum off on the server, and says an ignored finding was ignored', async () => {
     const run = await doctor([], { strict: true })
     if (serverAutovacuumOff) {
@@ -335,11 +346,26 @@ describe('hookledger doctor', () => {
   })
 
   it('finds autovacuum turned off on a ledger table', async () => {
-    await db.sql`alter table inbound_events set (autovacuum_enabled = false)`
+    await db.sql`alter table operations set (autovacuum_enabled = false)`
     try {
-      expect(lineOf(await doctor(), 'postgres.table_autovacuum_off')).toContain('inbound_events')
+      expect(lineOf(await doctor(), 'postgres.table_autovacuum_off')).toContain('operations')
     } finally {
-      await db.sql`alter table inbound_events reset (autovacuum_enabled)`
+      await db.sql`alter table operations reset (autovacuum_enabled)`
+    }
+  })
+
+  it('finds a ledger whose partitions end within a day, or cover no longer now', async () => {
+    const [generation] = await db.sql<Array<{ suffix: string; ends: string }>>`
+      select suffix, ends::text from inbound_key_generations order by starts desc limit 1`
+    await db.sql`update inbound_key_generations set ends = now() + interval '3 hours' where suffix = ${String(generation?.suffix)}`
+    try {
+      expect(lineOf(await doctor(), 'ledger.partitions_short')).toMatch(
+        /end within a day.*dedup key generations \(inbound_key_generations\): end in 3\.0 h/,
+      )
+      await db.sql`update inbound_key_generations set ends = now() - interval '1 minute' where suffix = ${String(generation?.suffix)}`
+      expect(lineOf(await doctor(), 'ledger.partitions_short')).toContain('no partition covers now')
+    } finally {
+      await db.sql`update inbound_key_generations set ends = ${String(generation?.ends)}::timestamptz where suffix = ${String(generation?.suffix)}`
     }
   })
 
@@ -381,7 +407,7 @@ describe('hookledger doctor', () => {
     expect(run.status).toBe(1)
     const report = JSON.parse(run.stdout) as DoctorReport
     expect(report.ok).toBe(false)
-    expect(report.counts).toMatchObject({ findings: 1, errors: 1, warnings: 0, checks: 11 })
+    expect(report.counts).toMatchObject({ findings: 1, errors: 1, warnings: 0, checks: 12 })
     expect(report.findings[0]).toMatchObject({
       code: 'operations.stale_lease',
       severity: 'error',

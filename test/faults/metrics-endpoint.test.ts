@@ -30,12 +30,13 @@ interface TableReads {
   scans: number
 }
 
-/** Rows the table's scans returned since its counters were reset (flushed when a backend exits). */
+/** Rows the scans of the table (or its partitions) returned since its counters were reset (flushed when a backend exits). */
 async function tableReads(admin: postgres.Sql, table: string): Promise<TableReads> {
   const [row] = await admin<Array<TableReads>>`
-    select coalesce(seq_tup_read, 0)::int as "seqTupRead", coalesce(idx_tup_fetch, 0)::int as "idxTupFetch",
-      (coalesce(seq_scan, 0) + coalesce(idx_scan, 0))::int as scans
-    from pg_stat_user_tables where relname = ${table}`
+    select coalesce(sum(seq_tup_read), 0)::int as "seqTupRead", coalesce(sum(idx_tup_fetch), 0)::int as "idxTupFetch",
+      coalesce(sum(coalesce(seq_scan, 0) + coalesce(idx_scan, 0)), 0)::int as scans
+    from pg_stat_user_tables
+    where relid = ${table}::regclass or relid in (select relid from pg_partition_tree(${table}::regclass))`
   return row ?? { seqTupRead: 0, idxTupFetch: 0, scans: 0 }
 }
 
@@ -73,7 +74,9 @@ describe('/metrics on a large ledger', () => {
       from generate_series(1, ${DONE_ROWS}) as n`
     await sql`analyze inbound_events`
     await sql`analyze operations`
-    await sql`select pg_stat_reset_single_table_counters('inbound_events'::regclass)`
+    // A partitioned table's reads are its partitions'.
+    await sql`
+      select pg_stat_reset_single_table_counters(relid) from pg_partition_tree('inbound_events'::regclass)`
     await sql`select pg_stat_reset_single_table_counters('operations'::regclass)`
 
     // Its own pool: closing it ends the backend, which flushes the table counters the test reads.

@@ -7,6 +7,7 @@ import { readMigrationFiles } from 'drizzle-orm/migrator'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type Ledger, openLedger } from '../../src/db/client.js'
+import { dropExpiredPeriods, extendLedgerPartitions } from '../../src/db/ledger-periods.js'
 import { MIGRATIONS_FOLDER, migrateLedger } from '../../src/db/migrate.js'
 import type { DoctorReport } from '../../src/doctor/run.js'
 import { createLogger } from '../../src/logger.js'
@@ -134,6 +135,34 @@ describe('through PgBouncer in transaction mode', () => {
     } finally {
       await bounced.close()
     }
+  })
+
+  it('the partition keeper makes periods ahead and detaches and drops an old one through PgBouncer', async () => {
+    const [past] = await direct.sql<Array<{ suffix: string }>>`
+      select hookledger_add_ledger_period(d, d + interval '1 day') as suffix
+      from (select date_trunc('day', now(), 'UTC') - interval '40 days' as d) day`
+    const suffix = String(past?.suffix)
+    await direct.sql`
+      insert into inbound_events (id, source, event_id, payload_hash, body, headers, status)
+      values (hookledger_uuid_v7(now() - interval '40 days'), 'acme', 'old', 'h', '\\x7b7d', '{}', 'done')`
+    const bounced = openLedger(bouncedUrl, { max: 2, statementTimeoutMs: 20_000 })
+    try {
+      const added = await extendLedgerPartitions(bounced.sql, {
+        period: 'day',
+        dedupWindowDays: 30,
+        aheadDays: 4,
+      })
+      expect(added.periods.length).toBeGreaterThan(0)
+      // DETACH … CONCURRENTLY commits on its own, outside any transaction: PgBouncer lends it a server
+      // connection for that one statement like any other.
+      const outcomes = await dropExpiredPeriods(bounced.sql, { keepDays: 30 })
+      expect(outcomes).toEqual([{ suffix, unfinished: 0, dropped: true }])
+    } finally {
+      await bounced.close()
+    }
+    const [left] = await direct.sql<Array<{ present: boolean }>>`
+      select to_regclass(${`inbound_events_${suffix}`}) is not null as present`
+    expect(left?.present).toBe(false)
   })
 
   it('serves: an event is accepted, DONE and forwarded once', async () => {

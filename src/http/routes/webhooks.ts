@@ -148,6 +148,14 @@ export function webhookRoutes(deps: WebhookRouteDependencies) {
           headers: { 'Retry-After': '5' },
           cause: outcome.cause,
         })
+      case 'ledger_partition_missing':
+        log().error({ err: outcome.cause }, 'claim refused: the ledger has no partition for now')
+        throw new ApiError(
+          503,
+          'ledger_partition_missing',
+          'the event ledger has no partition for this time yet; retry later',
+          { headers: { 'Retry-After': '60' }, cause: outcome.cause },
+        )
       default:
         return assertNever(outcome)
     }
