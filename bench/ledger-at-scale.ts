@@ -1,0 +1,705 @@
+// The scale section of `npm run bench`: the partitioned ledger (migration 0018) with a history of
+// BENCH_SCALE_ROWS DONE events over SCALE_DAYS daily periods, filled by SQL, against an empty one:
+//   - intake (the whole system under autocannon) and drain (one worker process on a backlog) on
+//     both ledgers, and their ratio;
+//   - one retention pass (src/retention/loop.ts startRetention().sweep()) that finds exactly one
+//     day past retention: its time, the rows it removed, the dead tuples it left;
+//   - the same day removed on a ledger migrated only up to 0017 (one unpartitioned table), by the
+//     row-by-row pass retention ran before 0018, reproduced statement for statement in SQL (the
+//     code of today needs 0018's tables);
+//   - the intake's p99 while a retention pass drops a day, against the same load without it.
+import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { performance } from 'node:perf_hooks'
+import postgres from 'postgres'
+import type { Config } from '../src/config/config.js'
+import { MIGRATIONS_FOLDER, migrateLedger } from '../src/db/migrate.js'
+import { createLogger } from '../src/logger.js'
+import { startRetention } from '../src/retention/loop.js'
+import { buildConfig } from '../src/service/config.js'
+import { type Child, startChild } from '../test/support/child.js'
+import { testRedisUrl } from '../test/support/env.js'
+import { cpuMs } from './cpu.js'
+import type { Destination } from './destination.js'
+import { type DrainResult, hookledgerDrain, removeQueueKeys } from './drain.js'
+import { BENCH_SECRET } from './signing.js'
+
+/** Days of history, one period each. */
+export const SCALE_DAYS = 10
+/** The retentionDays of the pass measured. */
+const RETENTION_DAYS = 30
+/**
+ * Days before today (UTC) that hold rows: RETENTION_DAYS + 1 is the one past retention, then the
+ * younger ones from RETENTION_DAYS - 1 down. The period RETENTION_DAYS days back is left empty: it
+ * starts before now() - RETENTION_DAYS days, so the pre-0018 pass (received_at < now() - 30 days)
+ * would take its first hours as well, while the partitioned ledger keeps it whole until it ends.
+ * Empty, the rows past retention are the same day for both.
+ */
+const EXPIRED_DAY = RETENTION_DAYS + 1
+const youngerDays = (count: number) => Array.from({ length: count }, (_, i) => RETENTION_DAYS - 1 - i)
+/** The pre-0018 pass's batch (retention.batchSize's default). */
+const OLD_BATCH = 1000
+/** When the retention pass starts within the intake load it is measured under. */
+const PASS_AFTER_MS = 1500
+/**
+ * The service's own retention (its worker runs a pass a minute after it starts) keeps the expired
+ * day: only the bench's pass drops a period. Its dedup window is as long (a config rule).
+ */
+const SERVICE_RETENTION_DAYS = 45
+/** Small headers as a provider sends them. */
+const HEADERS = JSON.stringify({
+  'content-type': 'application/json',
+  'user-agent': 'Bench-Webhooks/1.0',
+  'webhook-timestamp': '1764900000',
+})
+const LEDGER_TABLES =
+  '^(inbound_events|inbound_event_payloads|event_attempts|event_replays|event_routes|event_ordering_keys|inbound_event_keys)(_[0-9]+)?$'
+
+export interface LoadResult {
+  acceptedPerSecond: number
+  p50: number
+  p99: number
+  non2xx: number
+  errors: number
+  accepted: number
+  /** Epoch ms of the load's start. */
+  startedAt: number
+}
+
+export interface ScaleOptions {
+  run: string
+  /** The run's own temporary folder: config files, the migrations up to 0017. */
+  folder: string
+  admin: postgres.Sql
+  destination: Destination
+  /** A database of the section's own (created here, registered by the caller for the final drop). */
+  database: (suffix: string) => { url: string; name: string }
+  /** History rows in all (BENCH_SCALE_ROWS). */
+  rows: number
+  /** Days of the pre-0018 ledger: the expired one and this many minus one younger (BENCH_SCALE_OLD_DAYS). */
+  oldDays: number
+  /** The intake load's length, each run. */
+  loadSeconds: number
+  /** The drain's backlog, in events, and the worker's concurrency. */
+  drainEvents: number
+  drainConcurrency: number
+  /** The whole system's worker concurrency during the intake. */
+  systemConcurrency: number
+  /** What the default size would be, for the estimate of its fill. */
+  defaultRows: number
+  load: (url: string, seconds: number) => Promise<LoadResult>
+}
+
+interface IntakeRun<T> {
+  load: LoadResult
+  /** From the end of the load to the last forward; undefined when not every forward arrived in 120 s. */
+  lagSeconds: number | undefined
+  alongside: T | undefined
+}
+
+interface PassResult {
+  /** Epoch ms of the pass's start (after its readings of the statistics). */
+  startedAt: number
+  wallMs: number
+  /** CPU of the pass's PostgreSQL backend; undefined when its connection changed midway. */
+  backendCpuMs: number | undefined
+  /** Execution time of the database's statements by pg_stat_statements, when the server loads it. */
+  statementsMs: number | undefined
+  /** Rows removed per table. */
+  removed: Map<string, number>
+  /** DELETE statements run (the pre-0018 pass); 0 for a pass that only drops. */
+  batches: number
+  /** False when the pass stopped on its bound before a batch came back short. */
+  complete: boolean
+  deadBefore: number
+  deadAfter: number
+}
+
+export interface ScaleResult {
+  lines: string[]
+  /** A load with non-2xx answers or errors, or a pass that did not remove the expired day. */
+  failed: boolean
+}
+
+/** The migrations folder as it was before partitioning: up to and including 0017. */
+function migrationsBeforePartitioning(folder: string): string {
+  const target = join(folder, 'migrations-0017')
+  cpSync(MIGRATIONS_FOLDER, target, { recursive: true })
+  const journalPath = join(target, 'meta', '_journal.json')
+  const journal = JSON.parse(readFileSync(journalPath, 'utf8')) as {
+    entries: Array<{ idx: number; tag: string }>
+  }
+  for (const entry of journal.entries.filter((e) => e.idx > 17)) {
+    rmSync(join(target, `${entry.tag}.sql`))
+    rmSync(join(target, 'meta', `${String(entry.idx).padStart(4, '0')}_snapshot.json`), { force: true })
+  }
+  journal.entries = journal.entries.filter((e) => e.idx <= 17)
+  writeFileSync(journalPath, JSON.stringify(journal))
+  return target
+}
+
+/** The start of the UTC day `daysAgo` days before `today` (itself a UTC midnight). */
+const dayStart = (today: Date, daysAgo: number) => new Date(today.getTime() - daysAgo * 86_400_000)
+
+/**
+ * One day of DONE events, `rows` of them spread over it, each with a payload row and one attempt
+ * (and, partitioned, its dedup key in the current generation), as a day of traffic leaves them: one
+ * INSERT … SELECT per table. Partitioned, the ids are version 7 UUIDs of their received_at, in the
+ * day's period; before 0018 they are the table's default (random, version 4).
+ */
+async function fillDay(
+  sql: postgres.Sql,
+  options: {
+    today: Date
+    daysAgo: number
+    rows: number
+    partitioned: boolean
+    /** Makes the event ids unique: a dropped day's dedup keys outlive it, so a refill needs other ids. */
+    tag?: string
+  },
+): Promise<void> {
+  const starts = dayStart(options.today, options.daysAgo)
+  const ends = dayStart(options.today, options.daysAgo - 1)
+  const msPerRow = (86_400_000 - 1000) / options.rows
+  const tag = options.tag ?? String(options.daysAgo)
+  await sql`
+    insert into inbound_events (${options.partitioned ? sql`id,` : sql``} source, event_id, event_type, payload_hash,
+                                body, headers, status, attempts, received_at, enqueued_at, processed_at, updated_at)
+    select ${options.partitioned ? sql`hookledger_uuid_v7(e.at),` : sql``} 'bench', e.event_id, 'invoice.paid',
+           encode(sha256(e.body), 'hex'), e.body, ${HEADERS}::jsonb, 'done', 1, e.at, e.at,
+           e.at + interval '40 ms', e.at + interval '40 ms'
+    from (
+      select 'msg_hist_' || ${tag} || '_' || g as event_id,
+             ${starts.toISOString()}::timestamptz + (g - 1) * ${msPerRow}::float8 * interval '1 ms' as at,
+             convert_to('{"type":"invoice.paid","data":{"id":"in_' || ${tag} || '_' || g
+               || '","object":"invoice","amount_paid":' || (g % 100000) || ',"currency":"usd","customer":"cus_'
+               || substr(md5(g::text), 1, 14) || '","status":"paid","lines":' || (g % 7)
+               || ',"pad":"' || repeat('x', 30) || '"}}', 'UTF8') as body
+      from generate_series(1, ${options.rows}) g) e`
+  // The day's events: its partition, or (one table) its range of received_at.
+  const suffix = options.partitioned ? await periodSuffix(sql, starts) : ''
+  const day = options.partitioned
+    ? sql`(select * from ${sql(`inbound_events_${suffix}`)}) d`
+    : sql`(select * from inbound_events
+           where received_at >= ${starts.toISOString()}::timestamptz and received_at < ${ends.toISOString()}::timestamptz) d`
+  await sql`
+    insert into inbound_event_payloads (event_row_id, body)
+    select d.id, convert_from(d.body, 'UTF8')::jsonb from ${day}`
+  await sql`
+    insert into event_attempts (event_row_id, attempt, replay, outcome, response_status, started_at, finished_at)
+    select d.id, 1, 0, 'done', 200, d.enqueued_at, d.processed_at from ${day}`
+  if (options.partitioned) {
+    await sql`
+      insert into inbound_event_keys (generation, source, event_id, body_key, event_row_id, payload_hash, origin)
+      select (select max(starts) from inbound_key_generations where starts <= now()), d.source, d.event_id,
+             d.body_key, d.id, d.payload_hash, d.origin
+      from ${day}`
+  }
+}
+
+async function periodSuffix(sql: postgres.Sql, starts: Date): Promise<string> {
+  const [row] = await sql<{ suffix: string }[]>`
+    select suffix from ledger_periods where starts = ${starts.toISOString()}::timestamptz`
+  if (row === undefined) throw new Error(`no ledger period starts at ${starts.toISOString()}`)
+  return row.suffix
+}
+
+/** The periods of `days` days back (each a UTC day), those that do not exist yet. */
+async function addPeriods(sql: postgres.Sql, today: Date, days: number[]): Promise<void> {
+  for (const daysAgo of days) {
+    const starts = dayStart(today, daysAgo).toISOString()
+    const ends = dayStart(today, daysAgo - 1).toISOString()
+    await sql`
+      select hookledger_add_ledger_period(${starts}::timestamptz, ${ends}::timestamptz)
+      where not exists (select 1 from ledger_periods where starts = ${starts}::timestamptz)`
+  }
+}
+
+interface Fill {
+  rows: number
+  insertMs: number
+  vacuumMs: number
+}
+
+/** Fills `days` (days back) with `perDay` events each, then vacuum analyze and a checkpoint. */
+async function fillHistory(
+  url: string,
+  options: { today: Date; days: number[]; perDay: number; partitioned: boolean },
+): Promise<Fill> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} })
+  try {
+    await sql`set maintenance_work_mem = '256MB'`
+    if (options.partitioned) {
+      // Every period from the oldest day to yesterday, as a ledger that ran all along has them.
+      const oldest = Math.max(...options.days)
+      await addPeriods(
+        sql,
+        options.today,
+        Array.from({ length: oldest }, (_, i) => oldest - i),
+      )
+    }
+    const started = performance.now()
+    for (const daysAgo of options.days) {
+      await fillDay(sql, {
+        today: options.today,
+        daysAgo,
+        rows: options.perDay,
+        partitioned: options.partitioned,
+      })
+    }
+    const inserted = performance.now()
+    await sql`vacuum analyze`
+    await sql`checkpoint`
+    return {
+      rows: options.perDay * options.days.length,
+      insertMs: inserted - started,
+      vacuumMs: performance.now() - inserted,
+    }
+  } finally {
+    await sql.end()
+  }
+}
+
+/** Dead tuples of the ledger's tables (every partition), once this session's counts are flushed and settled. */
+async function ledgerDeadTuples(sql: postgres.Sql): Promise<number> {
+  await sql`select pg_stat_force_next_flush()`
+  let last = -1
+  for (let i = 0; i < 10; i += 1) {
+    const [row] = await sql<{ dead: string }[]>`
+      select coalesce(sum(n_dead_tup), 0)::text as dead from pg_stat_user_tables where relname ~ ${LEDGER_TABLES}`
+    const dead = Number(row?.dead ?? 0)
+    if (dead === last) return dead
+    last = dead
+    await new Promise((resolve) => setTimeout(resolve, 500))
+  }
+  return last
+}
+
+/** Rows deleted so far per ledger table (pg_stat_user_tables.n_tup_del), summed over its partitions. */
+async function deletedRows(sql: postgres.Sql): Promise<Map<string, number>> {
+  await sql`select pg_stat_force_next_flush()`
+  const rows = await sql<{ name: string; deleted: string }[]>`
+    select regexp_replace(relname, '_[0-9]+$', '') as name, sum(n_tup_del)::text as deleted
+    from pg_stat_user_tables where relname ~ ${LEDGER_TABLES} group by 1`
+  return new Map(rows.map((row) => [row.name, Number(row.deleted)]))
+}
+
+/** pg_stat_statements' execution time of this database so far, when the server loads it. */
+async function statementsTime(sql: postgres.Sql): Promise<number | undefined> {
+  const [loaded] = await sql<{ on: boolean }[]>`
+    select current_setting('shared_preload_libraries') ~ 'pg_stat_statements' as on`
+  if (loaded?.on !== true) return undefined
+  await sql`create extension if not exists pg_stat_statements`
+  const [row] = await sql<{ ms: number }[]>`
+    select coalesce(sum(total_exec_time), 0)::float8 as ms from pg_stat_statements
+    where dbid = (select oid from pg_database where datname = current_database())`
+  return row?.ms
+}
+
+/**
+ * Times `pass` on one connection of its own: wall time in this process, its backend's CPU, and
+ * pg_stat_statements' execution time when the server has it. Dead tuples are read before and after.
+ */
+async function timePass(
+  url: string,
+  /** False under a load: the dead tuples never settle then, and are not reported. */
+  settle: boolean,
+  pass: (sql: postgres.Sql) => Promise<{ batches: number; complete: boolean; removed?: Map<string, number> }>,
+): Promise<PassResult> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} })
+  try {
+    const deadBefore = settle ? await ledgerDeadTuples(sql) : Number.NaN
+    const deletedBefore = await deletedRows(sql)
+    const statementsBefore = await statementsTime(sql)
+    const [before] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`
+    const cpuBefore = cpuMs(before?.pid)
+    const startedAt = Date.now()
+    const started = performance.now()
+    const outcome = await pass(sql)
+    const wallMs = performance.now() - started
+    const cpuAfter = cpuMs(before?.pid)
+    const [after] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`
+    const statementsAfter = await statementsTime(sql)
+    const deletedAfter = await deletedRows(sql)
+    const removed =
+      outcome.removed ??
+      new Map([...deletedAfter].map(([name, count]) => [name, count - (deletedBefore.get(name) ?? 0)]))
+    return {
+      startedAt,
+      wallMs,
+      backendCpuMs: after?.pid === before?.pid ? cpuAfter - cpuBefore : undefined,
+      statementsMs:
+        statementsBefore === undefined || statementsAfter === undefined
+          ? undefined
+          : statementsAfter - statementsBefore,
+      removed,
+      batches: outcome.batches,
+      complete: outcome.complete,
+      deadBefore,
+      deadAfter: settle ? await ledgerDeadTuples(sql) : Number.NaN,
+    }
+  } finally {
+    await sql.end()
+  }
+}
+
+async function ledgerPeriodCount(url: string): Promise<number> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} })
+  try {
+    const [row] = await sql<{ n: number }[]>`select count(*)::int as n from ledger_periods`
+    return row?.n ?? 0
+  } finally {
+    await sql.end()
+  }
+}
+
+/** Deadlocks PostgreSQL has detected in the database so far. */
+async function deadlocks(url: string): Promise<number> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} })
+  try {
+    const [row] = await sql<{ n: string }[]>`
+      select deadlocks::text as n from pg_stat_database where datname = current_database()`
+    return Number(row?.n ?? 0)
+  } finally {
+    await sql.end()
+  }
+}
+
+/** Exact row counts of one period's partitions, by table. */
+async function periodRows(sql: postgres.Sql, suffix: string): Promise<Map<string, number>> {
+  const counts = new Map<string, number>()
+  for (const table of ['inbound_events', 'inbound_event_payloads', 'event_attempts']) {
+    const [row] = await sql<{ n: number }[]>`select count(*)::int as n from ${sql(`${table}_${suffix}`)}`
+    counts.set(table, row?.n ?? 0)
+  }
+  return counts
+}
+
+/** The expired period's suffix and its partitions' rows, counted before a pass (and outside any load). */
+async function expiredPeriod(
+  url: string,
+  today: Date,
+): Promise<{ suffix: string; rows: Map<string, number> }> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} })
+  try {
+    const suffix = await periodSuffix(sql, dayStart(today, EXPIRED_DAY))
+    return { suffix, rows: await periodRows(sql, suffix) }
+  } finally {
+    await sql.end()
+  }
+}
+
+/**
+ * Today's retention pass, startRetention(...).sweep(), once: on the partitioned ledger it drops the
+ * expired period whole (its rows counted before) and then finds no row left to delete.
+ */
+async function partitionedPass(
+  url: string,
+  config: Config,
+  expired: { suffix: string; rows: Map<string, number> },
+  settle = true,
+): Promise<PassResult> {
+  const { suffix } = expired
+  return timePass(url, settle, async (sql) => {
+    const retention = startRetention({ sql, config, logger: createLogger('warn') })
+    try {
+      await retention.sweep()
+    } finally {
+      await retention.stop()
+    }
+    const [left] = await sql<
+      { n: number }[]
+    >`select count(*)::int as n from ledger_periods where suffix = ${suffix}`
+    return { batches: 0, complete: left?.n === 0, removed: left?.n === 0 ? expired.rows : new Map() }
+  })
+}
+
+/**
+ * The pass retention ran before 0018 (deleteDoneEvents at 3c4d8e8, batchSize 1000), on one source:
+ * batch after batch until one comes back short. Bounded: no more batches than the expired rows
+ * need plus ten, and `limitMs` in all.
+ */
+function oldPass(expiredRows: number, limitMs: number) {
+  return async (sql: postgres.Sql) => {
+    const maxBatches = Math.ceil(expiredRows / OLD_BATCH) + 10
+    const deadline = Date.now() + limitMs
+    let batches = 0
+    for (; batches < maxBatches; ) {
+      const deleted = await sql`
+        delete from inbound_events where id in (
+          select id from inbound_events
+          where source = ${'bench'} and status = 'done'
+            and received_at < now() - ${RETENTION_DAYS} * interval '1 day'
+          order by received_at
+          limit ${OLD_BATCH}
+          for update skip locked)`
+      batches += 1
+      if (deleted.count < OLD_BATCH) return { batches, complete: true }
+      if (Date.now() > deadline) break
+    }
+    return { batches, complete: false }
+  }
+}
+
+/** The whole system (`serve`: api and worker) on `databaseUrl`, loaded; `alongside` runs during the load. */
+async function intake<T>(
+  options: ScaleOptions,
+  configPath: string,
+  databaseUrl: string,
+  seconds: number,
+  alongside?: () => Promise<T>,
+): Promise<IntakeRun<T>> {
+  const child: Child = await startChild(['bin/hookledger.js', 'serve'], {
+    DATABASE_URL: databaseUrl,
+    REDIS_URL: testRedisUrl(),
+    HOOKLEDGER_CONFIG: configPath,
+    LOG_LEVEL: 'warn',
+  })
+  try {
+    options.destination.reset()
+    // Settled at once, so a failure before the load ends is not an unhandled rejection.
+    const running = alongside?.().then(
+      (value) => ({ value }),
+      (error: unknown) => ({ error }),
+    )
+    const loaded = await options.load(child.url, seconds)
+    const loadEnded = Date.now()
+    const outcome = running === undefined ? undefined : await running
+    if (outcome !== undefined && 'error' in outcome) throw outcome.error
+    let lagSeconds: number | undefined
+    try {
+      const { lastAt } = await options.destination.waitFor(loaded.accepted, 120_000)
+      lagSeconds = Math.max(0, lastAt - loadEnded) / 1000
+    } catch {
+      // Not every forward arrived in time.
+    }
+    return { load: loaded, lagSeconds, alongside: outcome?.value }
+  } finally {
+    await child.kill('SIGTERM')
+  }
+}
+
+async function drain(options: ScaleOptions, database: { url: string; name: string }, label: string) {
+  return hookledgerDrain(
+    {
+      run: options.run,
+      folder: options.folder,
+      events: options.drainEvents,
+      concurrency: options.drainConcurrency,
+      databaseUrl: database.url,
+      databaseName: database.name,
+      admin: options.admin,
+      destination: options.destination,
+      retentionDays: SERVICE_RETENTION_DAYS,
+    },
+    options.destination,
+    options.drainEvents,
+    label,
+    false,
+  )
+}
+
+const inSeconds = (ms: number | undefined) => (ms === undefined ? '–' : (ms / 1000).toFixed(2))
+const count = (value: number) => value.toLocaleString('en-US')
+const met = (ok: boolean) => (ok ? 'met' : 'not met')
+
+export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResult> {
+  const { admin } = options
+  const perDay = Math.max(1, Math.floor(options.rows / SCALE_DAYS))
+  const historyDays = [EXPIRED_DAY, ...youngerDays(SCALE_DAYS - 1)]
+  const oldDays = [EXPIRED_DAY, ...youngerDays(Math.max(1, options.oldDays - 1))]
+  // A queue prefix per database: a prefix belongs to one deployment (one database).
+  const prefixes: string[] = []
+  const serviceConfig = (label: string) => {
+    const prefix = `hl-bench-${options.run}-scale-${label}`
+    prefixes.push(prefix)
+    const path = join(options.folder, `scale-${label}.json`)
+    writeFileSync(path, serviceConfigText(prefix))
+    return path
+  }
+  const serviceConfigText = (prefix: string) =>
+    JSON.stringify({
+      sources: [
+        {
+          id: 'bench',
+          verify: { scheme: 'standard-webhooks', secrets: [BENCH_SECRET] },
+          handler: { type: 'forward', url: options.destination.url },
+          retentionDays: SERVICE_RETENTION_DAYS,
+        },
+      ],
+      worker: { concurrency: options.systemConcurrency },
+      queue: { prefix },
+      retention: { dedupWindowDays: SERVICE_RETENTION_DAYS },
+    })
+  // The pass's config: the same source, kept RETENTION_DAYS days.
+  const passConfig = buildConfig(
+    {
+      sources: [
+        {
+          id: 'bench',
+          verify: { scheme: 'standard-webhooks', secrets: [BENCH_SECRET] },
+          handler: { type: 'forward', url: options.destination.url },
+          retentionDays: RETENTION_DAYS,
+        },
+      ],
+    },
+    () => undefined,
+  )
+  const logger = createLogger('warn')
+  // Long enough for the pass to start well inside it and end before it does.
+  const passLoadSeconds = Math.max(options.loadSeconds, 5)
+  const empty = options.database('scale_empty')
+  const periods = options.database('scale_periods')
+  const history = options.database('scale_history')
+  const old = options.database('scale_old')
+  const drop = (name: string) => admin.unsafe(`drop database if exists "${name}" with (force)`)
+  const [clock] = await admin<{ today: Date }[]>`select date_trunc('day', now(), 'UTC') as today`
+  const today = clock?.today ?? new Date(Math.floor(Date.now() / 86_400_000) * 86_400_000)
+  let failed = false
+  try {
+    // 2. Against an empty partitioned ledger first; then an empty one with the history's periods,
+    // which tells what the number of partitions costs from what their rows do.
+    await admin.unsafe(`create database "${empty.name}"`)
+    await migrateLedger(empty.url, logger)
+    const emptyPeriodCount = await ledgerPeriodCount(empty.url)
+    const emptyIntake = await intake(options, serviceConfig('empty'), empty.url, options.loadSeconds)
+    const emptyDrain = await drain(options, empty, 'scale-empty')
+    await drop(empty.name)
+    await admin.unsafe(`create database "${periods.name}"`)
+    await migrateLedger(periods.url, logger)
+    const periodsSql = postgres(periods.url, { max: 1, onnotice: () => {} })
+    try {
+      const oldest = Math.max(...historyDays)
+      await addPeriods(
+        periodsSql,
+        today,
+        Array.from({ length: oldest }, (_, i) => oldest - i),
+      )
+      await periodsSql`vacuum analyze`
+    } finally {
+      await periodsSql.end()
+    }
+    const periodCount = await ledgerPeriodCount(periods.url)
+    const periodsIntake = await intake(options, serviceConfig('periods'), periods.url, options.loadSeconds)
+    const periodsDrain = await drain(options, periods, 'scale-periods')
+    await drop(periods.name)
+
+    // 1. The history, by SQL.
+    await admin.unsafe(`create database "${history.name}"`)
+    await migrateLedger(history.url, logger)
+    const fill = await fillHistory(history.url, { today, days: historyDays, perDay, partitioned: true })
+    const historyConfig = serviceConfig('history')
+    const historyIntake = await intake(options, historyConfig, history.url, options.loadSeconds)
+    const historyDrain = await drain(options, history, 'scale-history')
+
+    // 3. One retention pass, from a vacuumed ledger (the intake and drain updated rows).
+    const vacuum = postgres(history.url, { max: 1, onnotice: () => {} })
+    try {
+      await vacuum`vacuum inbound_events, inbound_event_payloads, event_attempts, event_routes, inbound_event_keys`
+    } finally {
+      await vacuum.end()
+    }
+    const pass = await partitionedPass(history.url, passConfig, await expiredPeriod(history.url, today))
+
+    // 5. The day again, then the intake without and with a pass dropping it.
+    const refill = postgres(history.url, { max: 1, onnotice: () => {} })
+    const refillStarted = performance.now()
+    try {
+      await addPeriods(refill, today, [EXPIRED_DAY])
+      await fillDay(refill, {
+        today,
+        daysAgo: EXPIRED_DAY,
+        rows: perDay,
+        partitioned: true,
+        tag: `${EXPIRED_DAY}b`,
+      })
+      await refill`vacuum analyze`
+      await refill`checkpoint`
+    } finally {
+      await refill.end()
+    }
+    const refillMs = performance.now() - refillStarted
+    const again = await expiredPeriod(history.url, today)
+    const deadlocksBefore = await deadlocks(history.url)
+    const quiet = await intake(options, historyConfig, history.url, passLoadSeconds)
+    const deadlocksQuiet = await deadlocks(history.url)
+    const during = await intake(options, historyConfig, history.url, passLoadSeconds, async () => {
+      await new Promise((resolve) => setTimeout(resolve, PASS_AFTER_MS))
+      // A pass that fails under the load (the keeper's lock timeout, say) is a result, not a crash.
+      return partitionedPass(history.url, passConfig, again, false).catch((error: unknown) =>
+        error instanceof Error ? error.message : String(error),
+      )
+    })
+    const deadlocksDuring = await deadlocks(history.url)
+    const duringPass = typeof during.alongside === 'object' ? during.alongside : undefined
+    const duringError = typeof during.alongside === 'string' ? during.alongside : undefined
+    await drop(history.name)
+
+    // 4. Today's schema: the same expired day and younger ones, removed row by row.
+    await admin.unsafe(`create database "${old.name}"`)
+    await migrateLedger(old.url, logger, migrationsBeforePartitioning(options.folder))
+    const oldFill = await fillHistory(old.url, { today, days: oldDays, perDay, partitioned: false })
+    const oldResult = await timePass(old.url, true, oldPass(perDay, Math.max(60_000, perDay)))
+    await drop(old.name)
+
+    // What it all says.
+    const loads = [emptyIntake, periodsIntake, historyIntake, quiet, during]
+    failed ||= loads.some((r) => r.load.non2xx > 0 || r.load.errors > 0 || r.lagSeconds === undefined)
+    const removedEvents = (r: PassResult) => r.removed.get('inbound_events') ?? 0
+    failed ||= removedEvents(pass) !== perDay || !pass.complete
+    failed ||= duringPass === undefined || removedEvents(duringPass) !== perDay
+    failed ||= removedEvents(oldResult) !== perDay || !oldResult.complete
+    const estimateMin = (fill.insertMs + fill.vacuumMs) / fill.rows / 60_000
+    const ratio = (a: number, b: number) => a / Math.max(b, 0.001)
+    const intakeRatio = ratio(historyIntake.load.acceptedPerSecond, emptyIntake.load.acceptedPerSecond)
+    const p99Ratio = ratio(historyIntake.load.p99, emptyIntake.load.p99)
+    const drainRatio_ = ratio(historyDrain.perSecond, emptyDrain.perSecond)
+    const pgTime = (r: PassResult) =>
+      r.statementsMs === undefined
+        ? `${inSeconds(r.wallMs)} (wall, client-side)`
+        : `${inSeconds(r.statementsMs)} (pg_stat_statements)`
+    const removedLine = (r: PassResult) =>
+      ['inbound_events', 'inbound_event_payloads', 'event_attempts']
+        .map((table) => `${count(r.removed.get(table) ?? 0)} ${table}`)
+        .join(', ')
+    const passP99Ratio = ratio(during.load.p99, quiet.load.p99)
+    const timed = (r: PassResult) => r.statementsMs ?? r.wallMs
+    const lines = [
+      `### Ledger at scale: ${count(fill.rows)} DONE events over ${historyDays.length} daily periods (${count(perDay)} a day; days ${historyDays.join(', ')} before today, UTC), ~200 B bodies, retentionDays ${RETENTION_DAYS}: exactly day ${EXPIRED_DAY} is past it`,
+      '',
+      `History filled by SQL in ${inSeconds(fill.insertMs)} s (INSERT … SELECT per day and table: events, payloads, attempts, dedup keys) + ${inSeconds(fill.vacuumMs)} s vacuum analyze and checkpoint; ` +
+        `at this rate the default ${count(options.defaultRows)} rows would take ~${(estimateMin * options.defaultRows).toFixed(0)} min (linear: the indexes' growth makes it longer).`,
+      `The pre-0018 ledger: ${count(oldFill.rows)} events over days ${oldDays.join(', ')} (the same expired day, ${count(oldFill.rows - perDay)} younger rows; fewer than the partitioned ledger's, to fill once only), filled in ${inSeconds(oldFill.insertMs)} s + ${inSeconds(oldFill.vacuumMs)} s.`,
+      `Loads: ${options.loadSeconds} s of autocannon on \`serve\` (api and worker in one process), then until every accepted event was forwarded. Drain: ${count(options.drainEvents)} events, one worker process, concurrency ${options.drainConcurrency} (hookledger only).`,
+      '',
+      `| measure | empty partitioned ledger (${emptyPeriodCount} periods) | empty, with the history's ${periodCount} periods | ledger with the history (${periodCount} periods) | ratio history/empty | target | |`,
+      '|---|---:|---:|---:|---:|---|---|',
+      `| intake, accepted/s | ${emptyIntake.load.acceptedPerSecond.toFixed(0)} | ${periodsIntake.load.acceptedPerSecond.toFixed(0)} | ${historyIntake.load.acceptedPerSecond.toFixed(0)} | ${intakeRatio.toFixed(2)} | at most 10 % lower | ${met(intakeRatio >= 0.9)} |`,
+      `| intake, p50 ms | ${emptyIntake.load.p50} | ${periodsIntake.load.p50} | ${historyIntake.load.p50} | ${ratio(historyIntake.load.p50, emptyIntake.load.p50).toFixed(2)} | | |`,
+      `| intake, p99 ms | ${emptyIntake.load.p99} | ${periodsIntake.load.p99} | ${historyIntake.load.p99} | ${p99Ratio.toFixed(2)} | at most 10 % higher | ${met(p99Ratio <= 1.1)} |`,
+      `| intake, forwards done after the load, s | ${emptyIntake.lagSeconds?.toFixed(1) ?? 'not within 120 s'} | ${periodsIntake.lagSeconds?.toFixed(1) ?? 'not within 120 s'} | ${historyIntake.lagSeconds?.toFixed(1) ?? 'not within 120 s'} | | | |`,
+      `| drain, events/s first to last delivery | ${emptyDrain.perSecond.toFixed(0)} | ${periodsDrain.perSecond.toFixed(0)} | ${historyDrain.perSecond.toFixed(0)} | ${drainRatio_.toFixed(2)} | at most 10 % lower | ${met(drainRatio_ >= 0.9)} |`,
+      `| drain, worker + PostgreSQL CPU ms/event | ${cpuLine(emptyDrain)} | ${cpuLine(periodsDrain)} | ${cpuLine(historyDrain)} | | | |`,
+      '',
+      '| one retention pass, the expired day | rows removed | PostgreSQL time, s | wall s | its backend CPU s | DELETE statements | dead tuples in the ledger tables before / after | target | |',
+      '|---|---|---:|---:|---:|---:|---:|---|---|',
+      `| partitioned (0018): startRetention().sweep() | ${removedLine(pass)} | ${pgTime(pass)} | ${inSeconds(pass.wallMs)} | ${inSeconds(pass.backendCpuMs)} | ${pass.batches} | ${count(pass.deadBefore)} / ${count(pass.deadAfter)} | under 1 s, 0 dead tuples | ${met(timed(pass) < 1000 && pass.deadAfter === 0)} |`,
+      `| one unpartitioned table (0017): the old row-by-row pass in SQL, batches of ${OLD_BATCH} | ${removedLine(oldResult)}${oldResult.complete ? '' : ' (stopped on its time bound)'} | ${pgTime(oldResult)} | ${inSeconds(oldResult.wallMs)} | ${inSeconds(oldResult.backendCpuMs)} | ${oldResult.batches} | ${count(oldResult.deadBefore)} / ${count(oldResult.deadAfter)} | – | |`,
+      '',
+      `The day was filled again (${inSeconds(refillMs)} s) for the pass under load: ${passLoadSeconds} s loads, the pass started ${duringPass === undefined ? '–' : inSeconds(duringPass.startedAt - during.load.startedAt)} s into the second.${duringError === undefined ? '' : ` The pass under load failed: ${duringError}`}`,
+      '',
+      '| intake on the ledger with the history | accepted/s | p50 ms | p99 ms | non-2xx | errors | deadlocks detected in the database | pass wall s | pass rows removed | target | |',
+      '|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|',
+      `| without a retention pass | ${quiet.load.acceptedPerSecond.toFixed(0)} | ${quiet.load.p50} | ${quiet.load.p99} | ${quiet.load.non2xx} | ${quiet.load.errors} | ${deadlocksQuiet - deadlocksBefore} | – | – | | |`,
+      `| while the pass drops the expired day | ${during.load.acceptedPerSecond.toFixed(0)} | ${during.load.p50} | ${during.load.p99} | ${during.load.non2xx} | ${during.load.errors} | ${deadlocksDuring - deadlocksQuiet} | ${inSeconds(duringPass?.wallMs)} | ${duringPass === undefined ? 'the pass failed' : removedLine(duringPass)} | p99 within 20 % of without | ${met(passP99Ratio <= 1.2)} (${passP99Ratio.toFixed(2)}) |`,
+      '',
+      `PostgreSQL time of a pass: ${pass.statementsMs === undefined ? 'pg_stat_statements is not loaded by this server (shared_preload_libraries), so it is the wall time of the pass measured in the bench process (its backend CPU beside it)' : 'pg_stat_statements execution time of the database over the pass'}.`,
+    ]
+    return { lines, failed }
+  } finally {
+    for (const database of [empty, periods, history, old]) await drop(database.name)
+    for (const prefix of prefixes) await removeQueueKeys(prefix)
+  }
+}
+
+const cpuLine = (r: DrainResult) => `${r.cpuMsPerEvent.toFixed(2)}+${r.postgresCpuMsPerEvent.toFixed(2)}`
