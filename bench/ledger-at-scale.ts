@@ -8,17 +8,18 @@
 //     row-by-row pass retention ran before 0018, reproduced statement for statement in SQL (the
 //     code of today needs 0018's tables);
 //   - the intake's p99 while a retention pass drops a day, against the same load without it.
-import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { performance } from 'node:perf_hooks'
 import postgres from 'postgres'
 import type { Config } from '../src/config/config.js'
-import { MIGRATIONS_FOLDER, migrateLedger } from '../src/db/migrate.js'
+import { migrateLedger } from '../src/db/migrate.js'
 import { createLogger } from '../src/logger.js'
 import { startRetention } from '../src/retention/loop.js'
 import { buildConfig } from '../src/service/config.js'
 import { type Child, startChild } from '../test/support/child.js'
 import { testRedisUrl } from '../test/support/env.js'
+import { migrationsUpTo } from '../test/support/migrations.js'
 import { cpuMs } from './cpu.js'
 import type { Destination } from './destination.js'
 import { type DrainResult, hookledgerDrain, removeQueueKeys } from './drain.js'
@@ -119,23 +120,6 @@ export interface ScaleResult {
   lines: string[]
   /** A load with non-2xx answers or errors, or a pass that did not remove the expired day. */
   failed: boolean
-}
-
-/** The migrations folder as it was before partitioning: up to and including 0017. */
-function migrationsBeforePartitioning(folder: string): string {
-  const target = join(folder, 'migrations-0017')
-  cpSync(MIGRATIONS_FOLDER, target, { recursive: true })
-  const journalPath = join(target, 'meta', '_journal.json')
-  const journal = JSON.parse(readFileSync(journalPath, 'utf8')) as {
-    entries: Array<{ idx: number; tag: string }>
-  }
-  for (const entry of journal.entries.filter((e) => e.idx > 17)) {
-    rmSync(join(target, `${entry.tag}.sql`))
-    rmSync(join(target, 'meta', `${String(entry.idx).padStart(4, '0')}_snapshot.json`), { force: true })
-  }
-  journal.entries = journal.entries.filter((e) => e.idx <= 17)
-  writeFileSync(journalPath, JSON.stringify(journal))
-  return target
 }
 
 /** The start of the UTC day `daysAgo` days before `today` (itself a UTC midnight). */
@@ -637,7 +621,7 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
 
     // 4. Today's schema: the same expired day and younger ones, removed row by row.
     await admin.unsafe(`create database "${old.name}"`)
-    await migrateLedger(old.url, logger, migrationsBeforePartitioning(options.folder))
+    await migrateLedger(old.url, logger, migrationsUpTo(17, options.folder))
     const oldFill = await fillHistory(old.url, { today, days: oldDays, perDay, partitioned: false })
     const oldResult = await timePass(old.url, true, oldPass(perDay, Math.max(60_000, perDay)))
     await drop(old.name)

@@ -1,12 +1,11 @@
 import { randomBytes } from 'node:crypto'
-import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
 import postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { claimEvents } from '../../src/db/claims.js'
-import { MIGRATIONS_FOLDER, migrateLedger } from '../../src/db/migrate.js'
+import { migrateLedger } from '../../src/db/migrate.js'
 import { createLogger } from '../../src/logger.js'
 import { adminDatabaseUrl } from '../support/env.js'
+import { migrationsUpTo } from '../support/migrations.js'
 import { temporaryDirectory } from '../support/temp.js'
 
 // The upgrade of a ledger made before partitioning (migration 0017) to the partitioned one (0018):
@@ -23,25 +22,8 @@ const url = (() => {
 })()
 let sql: postgres.Sql
 
-/** The migrations folder as it was before partitioning: up to and including 0017. */
-function migrationsBeforePartitioning(): string {
-  const folder = join(temporaryDirectory('hookledger-upgrade-'), 'migrations')
-  cpSync(MIGRATIONS_FOLDER, folder, { recursive: true })
-  const journalPath = join(folder, 'meta', '_journal.json')
-  const journal = JSON.parse(readFileSync(journalPath, 'utf8')) as {
-    entries: Array<{ idx: number; tag: string }>
-  }
-  for (const entry of journal.entries.filter((e) => e.idx > 17)) {
-    rmSync(join(folder, `${entry.tag}.sql`))
-    rmSync(join(folder, 'meta', `${String(entry.idx).padStart(4, '0')}_snapshot.json`), { force: true })
-  }
-  journal.entries = journal.entries.filter((e) => e.idx <= 17)
-  writeFileSync(journalPath, JSON.stringify(journal))
-  return folder
-}
-
 beforeAll(async () => {
-  await migrateLedger(url, logger, migrationsBeforePartitioning())
+  await migrateLedger(url, logger, migrationsUpTo(17, temporaryDirectory('hookledger-upgrade-')))
   sql = postgres(url, { max: 4, onnotice: () => {} })
 })
 afterAll(async () => {
