@@ -1,5 +1,5 @@
 import type postgres from 'postgres'
-import type { Config } from '../config/config.js'
+import { type Config, DEFAULT_RETENTION_DAYS } from '../config/config.js'
 import {
   dropExpiredKeyGenerations,
   dropExpiredPeriods,
@@ -14,9 +14,14 @@ import type { Logger } from '../logger.js'
  */
 export const PARTITIONS_AHEAD_DAYS = 2
 
-/** The longest retentionDays of any source: a period is dropped whole only once all of them passed. */
+/**
+ * The longest retentionDays of any source: a period is dropped whole only once all of them passed.
+ * A config with no source keeps periods for the default, not for a day: the events of the sources
+ * taken out of it are still there.
+ */
 export function periodKeepDays(config: Config): number {
-  return Math.max(1, ...[...config.sources.values()].map((source) => source.config.retentionDays))
+  const days = [...config.sources.values()].map((source) => source.config.retentionDays)
+  return days.length === 0 ? DEFAULT_RETENTION_DAYS : Math.max(...days)
 }
 
 /** Makes the periods and key generations the next PARTITIONS_AHEAD_DAYS need (start-up, each pass). */

@@ -1,9 +1,12 @@
 import type postgres from 'postgres'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { DEFAULT_RETENTION_DAYS } from '../../src/config/config.js'
 import { claimEvents, type NewEvent } from '../../src/db/claims.js'
 import { dropPeriod, extendLedgerPartitions, ledgerPartitions } from '../../src/db/ledger-periods.js'
 import { createLogger } from '../../src/logger.js'
 import { startRetention } from '../../src/retention/loop.js'
+import { periodKeepDays } from '../../src/retention/partitions.js'
+import { buildConfig } from '../../src/service/config.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { captureLogs } from '../support/log-capture.js'
 import { signedHeaders } from '../support/signing.js'
@@ -317,6 +320,11 @@ describe('the partitioned ledger', () => {
     } finally {
       await stack.close()
     }
+  })
+
+  it('keeps periods for the longest retentionDays, and for the default when no source is configured', () => {
+    expect(periodKeepDays(testConfig({}, { retentionDays: 12 }))).toBe(12)
+    expect(periodKeepDays(buildConfig({ sources: [] }, () => undefined))).toBe(DEFAULT_RETENTION_DAYS)
   })
 
   it('makes weekly periods from Monday up to two days ahead, and nothing more when run again', async () => {
