@@ -8,7 +8,7 @@
 --
 -- A unique index of a partitioned table must hold its partition key, so (source, event_id) can no
 -- longer be unique on inbound_events. The claim's arbiter moves to inbound_event_keys: one narrow
--- row per claimed event, partitioned into key generations of `ledger.dedupWindowDays` each, kept
+-- row per claimed event, partitioned into key generations of `retention.dedupWindowDays` each, kept
 -- for at least that window after the claim whether or not the event's own partition is still there
 -- (src/db/claims.ts says how a claim meets an earlier copy in another generation).
 --
@@ -253,8 +253,8 @@ BEGIN
 END $$;--> statement-breakpoint
 
 -- Daily periods from the oldest row kept to two days ahead, and one key generation of 30 days from
--- today: the service's partition keeper extends both as its config says (ledger.partitionPeriod,
--- ledger.dedupWindowDays) before it takes a request.
+-- today: the service's partition keeper extends both as its config says (retention.partitionPeriod,
+-- retention.dedupWindowDays) before it takes a request.
 SELECT hookledger_add_ledger_period(day, day + interval '1 day')
 FROM generate_series(
   date_trunc('day', least(now(), (SELECT min(received_at) FROM inbound_events_unpartitioned)), 'UTC'),
