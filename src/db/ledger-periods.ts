@@ -78,7 +78,7 @@ export interface PeriodDrop {
 }
 
 /** The six tables of a period, events first (hookledger_ledger_tables() in migration 0018). */
-const LEDGER_TABLES = [
+export const LEDGER_TABLES = [
   'inbound_events',
   'inbound_event_payloads',
   'event_attempts',
@@ -130,17 +130,7 @@ export async function dropPeriod(sql: postgres.Sql, suffix: string): Promise<Per
     await sql`select hookledger_attach_ledger_period(${suffix})`
     return { suffix, unfinished: held, dropped: false }
   }
-  for (const table of LEDGER_TABLES) {
-    const partition = `${table}_${suffix}`
-    const [state] = await sql<Array<{ pending: boolean }>>`
-      select inhdetachpending as pending from pg_inherits where inhrelid = to_regclass(${partition})`
-    if (state === undefined) continue // detached already, by an earlier pass
-    // Not in a transaction: DETACH … CONCURRENTLY commits twice on its own. Names from the list
-    // above and the registry's digits.
-    await sql.unsafe(
-      `alter table "${table}" detach partition "${partition}" ${state.pending ? 'finalize' : 'concurrently'}`,
-    )
-  }
+  for (const table of LEDGER_TABLES) await detachPartition(sql, table, `${table}_${suffix}`)
   const unfinished = await sql.begin(async (tx) => {
     await tx`select pg_advisory_xact_lock(${tx.unsafe(KEEPER_LOCK)})`
     const present = await tx<Array<{ name: string }>>`
@@ -186,13 +176,7 @@ export async function dropExpiredKeyGenerations(
     order by starts`
   for (const { suffix } of expired) {
     const partition = `inbound_event_keys_${suffix}`
-    const [state] = await sql<Array<{ pending: boolean }>>`
-      select inhdetachpending as pending from pg_inherits where inhrelid = to_regclass(${partition})`
-    if (state !== undefined) {
-      await sql.unsafe(
-        `alter table "inbound_event_keys" detach partition "${partition}" ${state.pending ? 'finalize' : 'concurrently'}`,
-      )
-    }
+    await detachPartition(sql, 'inbound_event_keys', partition)
     await sql.begin(async (tx) => {
       await tx`select pg_advisory_xact_lock(${tx.unsafe(KEEPER_LOCK)})`
       if (await exists(tx, partition)) await tx`drop table ${tx(partition)}`
@@ -200,6 +184,20 @@ export async function dropExpiredKeyGenerations(
     })
   }
   return expired.map((row) => row.suffix)
+}
+
+/**
+ * Detaches `partition` from `parent` CONCURRENTLY, or finishes a detach an interrupted pass left
+ * pending; a table already detached is left as it is. Not in a transaction: DETACH … CONCURRENTLY
+ * commits twice on its own. Names come from the fixed table list and the registry's digits.
+ */
+async function detachPartition(sql: postgres.Sql, parent: string, partition: string): Promise<void> {
+  const [state] = await sql<Array<{ pending: boolean }>>`
+    select inhdetachpending as pending from pg_inherits where inhrelid = to_regclass(${partition})`
+  if (state === undefined) return
+  await sql.unsafe(
+    `alter table "${parent}" detach partition "${partition}" ${state.pending ? 'finalize' : 'concurrently'}`,
+  )
 }
 
 async function exists(client: postgres.TransactionSql | postgres.Sql, table: string): Promise<boolean> {

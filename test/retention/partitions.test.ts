@@ -2,7 +2,12 @@ import type postgres from 'postgres'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { DEFAULT_RETENTION_DAYS } from '../../src/config/config.js'
 import { claimEvents, type NewEvent } from '../../src/db/claims.js'
-import { dropPeriod, extendLedgerPartitions, ledgerPartitions } from '../../src/db/ledger-periods.js'
+import {
+  dropPeriod,
+  extendLedgerPartitions,
+  LEDGER_TABLES,
+  ledgerPartitions,
+} from '../../src/db/ledger-periods.js'
 import { createLogger } from '../../src/logger.js'
 import { startRetention } from '../../src/retention/loop.js'
 import { periodKeepDays } from '../../src/retention/partitions.js'
@@ -89,14 +94,7 @@ describe('the partitioned ledger', () => {
     } finally {
       await retention.stop()
     }
-    for (const table of [
-      'inbound_events',
-      'inbound_event_payloads',
-      'event_attempts',
-      'event_replays',
-      'event_routes',
-      'event_ordering_keys',
-    ]) {
+    for (const table of LEDGER_TABLES) {
       expect(await partitionExists(database.sql, `${table}_${old}`), table).toBe(false)
     }
     const { periods } = await ledgerPartitions(database.sql)
