@@ -25,6 +25,11 @@ import { BENCH_SECRET, DRAIN_BODY_BYTES, signedRequest } from './signing.js'
 
 const EVENTS = Number(process.env.COST_EVENTS ?? 2000)
 const STEADY_RATE = Number(process.env.COST_STEADY_RATE ?? 100)
+/**
+ * Daily periods made before today, empty, as a ledger that keeps retentionDays of history has them
+ * (30 by default): what the number of partitions costs each statement, apart from the rows in them.
+ */
+const PAST_DAYS = Number(process.env.COST_PAST_DAYS ?? 0)
 const CONNECTIONS = 32
 const PG_BIN = process.env.COST_PG_BIN ?? '/usr/lib/postgresql/15/bin'
 const LEDGER_ROLE = 'hookledger'
@@ -65,6 +70,8 @@ async function startCluster(): Promise<Cluster> {
     'shared_preload_libraries=pg_stat_statements',
     '-c',
     'pg_stat_statements.track=all',
+    '-c',
+    'pg_stat_statements.track_planning=on',
     // No checkpoint and no autovacuum inside a phase: each phase starts after a CHECKPOINT, so the
     // full-page images in its WAL are those of the pages it touches, not of a timer.
     '-c',
@@ -128,7 +135,14 @@ interface PhaseFigures {
   statements: number
   tables: Array<{ table: string; ins: number; upd: number; hot: number; del: number }>
   relations: Array<{ relation: string; records: Record<string, number>; bytes: number; fpiBytes: number }>
-  topStatements: Array<{ calls: number; rows: number; walBytes: number; query: string }>
+  topStatements: Array<{
+    calls: number
+    rows: number
+    walBytes: number
+    planMs: number
+    execMs: number
+    query: string
+  }>
 }
 
 async function snapshot(admin: postgres.Sql, ledgerUrl: string): Promise<Snapshot> {
@@ -213,8 +227,11 @@ async function measure(
       fpiBytes += Number(row.fpi_bytes)
       if (row.rmgr === 'Transaction' && row.kind === 'COMMIT') writeCommits += row.records
     }
-    const statements = await admin<{ calls: string; rows: string; wal_bytes: string; query: string }[]>`
-      select s.calls::text, s.rows::text, s.wal_bytes::text, s.query
+    const statements = await admin<
+      { calls: string; rows: string; wal_bytes: string; plan_ms: number; exec_ms: number; query: string }[]
+    >`
+      select s.calls::text, s.rows::text, s.wal_bytes::text, s.total_plan_time as plan_ms,
+             s.total_exec_time as exec_ms, s.query
       from pg_stat_statements s join pg_roles r on r.oid = s.userid
       where r.rolname = ${LEDGER_ROLE}
       order by s.calls desc, s.wal_bytes desc`
@@ -244,6 +261,8 @@ async function measure(
         calls: Number(s.calls),
         rows: Number(s.rows),
         walBytes: Number(s.wal_bytes),
+        planMs: s.plan_ms,
+        execMs: s.exec_ms,
         query: s.query.replace(/\s+/g, ' ').slice(0, 110),
       })),
     }
@@ -286,7 +305,10 @@ function report(figures: PhaseFigures[]): string {
   const lines: string[] = []
   const backlog = figures.filter((f) => f.phase !== 'steady')
   const sum = (pick: (f: PhaseFigures) => number) => backlog.reduce((total, f) => total + pick(f), 0)
-  lines.push(`## Per forwarded event (${EVENTS} events; ${CONNECTIONS} connections at intake)`, '')
+  lines.push(
+    `## Per forwarded event (${EVENTS} events; ${CONNECTIONS} connections at intake; ${PAST_DAYS} past periods)`,
+    '',
+  )
   lines.push(
     '| phase | WAL bytes | of which full-page images | heap tuples written | index entries | statements | commits | write commits |',
   )
@@ -333,14 +355,14 @@ function report(figures: PhaseFigures[]): string {
   }
   lines.push(
     '',
-    '| phase | calls/event | rows/event | WAL bytes/event | statement |',
-    '|---|---:|---:|---:|---|',
+    '| phase | calls/event | rows/event | WAL bytes/event | plan µs/event | execute µs/event | statement |',
+    '|---|---:|---:|---:|---:|---:|---|',
   )
   for (const f of figures) {
     for (const s of f.topStatements) {
       if (s.calls / EVENTS < 0.01) continue
       lines.push(
-        `| ${f.phase} | ${per(s.calls)} | ${per(s.rows)} | ${per(s.walBytes)} | \`${s.query.replaceAll('|', '\\|')}\` |`,
+        `| ${f.phase} | ${per(s.calls)} | ${per(s.rows)} | ${per(s.walBytes)} | ${per(s.planMs * 1000)} | ${per(s.execMs * 1000)} | \`${s.query.replaceAll('|', '\\|')}\` |`,
       )
     }
   }
@@ -379,6 +401,14 @@ async function main() {
     await admin`create extension pg_stat_statements`
     await admin`create extension pg_walinspect`
     await migrateLedger(cluster.url('ledger'), createLogger('warn'))
+    if (PAST_DAYS > 0) {
+      const ledger = postgres(cluster.url('ledger'), { max: 1, onnotice: () => {} })
+      await ledger`
+        select hookledger_add_ledger_period(day, day + interval '1 day')
+        from generate_series(date_trunc('day', now(), 'UTC') - ${PAST_DAYS} * interval '1 day',
+                             date_trunc('day', now(), 'UTC') - interval '1 day', interval '1 day') as day`
+      await ledger.end()
+    }
     const configPath = join(folder, 'config.json')
     writeFileSync(
       configPath,
