@@ -4,6 +4,7 @@ import type { DoneRecord } from './event-records.js'
 import { insertAudit } from './operation-audit.js'
 import { type OperationRow, toOperation } from './operation-rows.js'
 import type { EffectClass } from './outbound-schema.js'
+import { rowIdRange } from './row-id-range.js'
 
 // The statements every forwarded event makes, in the form many callers share, one statement each for
 // all of them (same rows, same audit entries as one by one): the claim of an operation key never
@@ -142,6 +143,7 @@ async function settle(sql: postgres.Sql, settlements: readonly Settlement[]): Pr
       const found = value(settlement)
       return found === undefined || found === null ? null : String(found)
     })
+  const events = rowIdRange(settlements.map((settlement) => settlement.done?.id))
   const rows = await sql<Array<{ position: string; kind: 'completed' | 'done' }>>`
     with input as (
       -- Every array travels as text[] (postgres-js serialises those, nulls included, reliably) and is
@@ -183,7 +185,8 @@ async function settle(sql: postgres.Sql, settlements: readonly Settlement[]): Pr
       set status = 'done', processed_at = i.finished_at, last_error = null, lease_token = null,
           lease_until = null, next_attempt_at = null, updated_at = now()
       from input i
-      where e.id = i.event_id and e.lease_token = i.event_token
+      where e.id = i.event_id and e.id between ${events.lowest}::uuid and ${events.highest}::uuid
+        and e.lease_token = i.event_token
         and (i.op_id is null or i.position in (select position from completed))
       returning e.id, e.replays, i.position),
     event_attempt as (

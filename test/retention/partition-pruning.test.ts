@@ -1,0 +1,127 @@
+import { randomUUID } from 'node:crypto'
+import type postgres from 'postgres'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { claimEvents } from '../../src/db/claims.js'
+import { leaseEvents, markEnqueued, markRequeued } from '../../src/db/events.js'
+import { operationBatches } from '../../src/db/operation-batches.js'
+import { rowIdRange } from '../../src/db/row-id-range.js'
+import { createTestDatabase, type TestDatabase } from '../support/database.js'
+
+// The worker's batched statements join the ledger to arrays of row ids. Bounded by the lowest and
+// highest of those ids (src/db/row-id-range.ts), they plan, open and lock the partitions of the
+// periods the ids fall in only; unbounded, every period's partition of a 30-day ledger, each time.
+// What a statement locked stays locked until its transaction ends, so each runs in one here and the
+// test reads the partitions it holds from pg_locks.
+
+const PAST_DAYS = 31
+
+let database: TestDatabase
+
+beforeEach(async () => {
+  database = await createTestDatabase()
+  await database.sql`
+    select hookledger_add_ledger_period(day, day + interval '1 day')
+    from generate_series(date_trunc('day', now(), 'UTC') - ${PAST_DAYS} * interval '1 day',
+                         date_trunc('day', now(), 'UTC') - interval '1 day', interval '1 day') as day`
+})
+afterEach(async () => {
+  await database.drop()
+})
+
+/** Ids of `count` events claimed now, in today's period. */
+async function claimNow(count: number): Promise<string[]> {
+  const results = await claimEvents(
+    database.sql,
+    Array.from({ length: count }, (_, i) => ({
+      source: 'acme',
+      eventId: `evt_${i}`,
+      eventType: null,
+      payloadHash: 'a'.repeat(64),
+      body: Buffer.from(`{"id":"evt_${i}"}`),
+      headers: {},
+    })),
+  )
+  return results.map((result) => result.id)
+}
+
+/** Carries a test transaction's answer out of sql.begin, which rolls back on a throw. */
+class RolledBack extends Error {
+  constructor(readonly periods: string[]) {
+    super('rolled back')
+  }
+}
+
+/**
+ * The periods (partition suffixes) of inbound_events whose partitions `work` locked, in a
+ * transaction rolled back after: the ledger is left as it was.
+ */
+async function periodsLockedBy(work: (tx: postgres.Sql) => Promise<unknown>): Promise<string[]> {
+  try {
+    await database.sql.begin(async (tx) => {
+      await work(tx as unknown as postgres.Sql)
+      const rows = await tx<Array<{ suffix: string }>>`
+        select distinct substring(c.relname from '^inbound_events_([0-9]+)$') as suffix
+        from pg_locks l join pg_class c on c.oid = l.relation
+        where l.pid = pg_backend_pid() and c.relname ~ '^inbound_events_[0-9]+$'
+        order by 1`
+      throw new RolledBack(rows.map((row) => row.suffix))
+    })
+  } catch (error) {
+    if (error instanceof RolledBack) return error.periods
+    throw error
+  }
+  throw new Error('the test transaction committed')
+}
+
+const today = async () => {
+  const [row] = await database.sql<Array<{ suffix: string }>>`
+    select suffix from ledger_periods where starts <= now() and ends > now()`
+  return [String(row?.suffix)]
+}
+
+describe('the worker statements on a ledger of many periods', () => {
+  it('touch only the period of the ids they are given', async () => {
+    const ids = await claimNow(20)
+    const current = await today()
+    const periods = await database.sql`select count(*)::int as n from ledger_periods`
+    expect(periods[0]?.n).toBeGreaterThan(PAST_DAYS)
+
+    const jobs = ids.map((id) => ({ id, jobId: `evt-${id}` }))
+    expect(await periodsLockedBy((tx) => markEnqueued(tx, jobs))).toEqual(current)
+    expect(await periodsLockedBy((tx) => markRequeued(tx, jobs))).toEqual(current)
+
+    const requests = ids.map((id) => ({ id, token: randomUUID(), jobId: `evt-${id}` }))
+    expect(await periodsLockedBy((tx) => leaseEvents(tx, requests, 60_000))).toEqual(current)
+    // The lease above rolled back with its test transaction: lease for real, then settle.
+    const leased = await leaseEvents(database.sql, requests, 60_000)
+    const first = leased[0]
+    if (first?.kind !== 'leased') throw new Error(`expected a lease, got ${first?.kind}`)
+    const token = requests[0]?.token as string
+    expect(
+      await periodsLockedBy(async (tx) => {
+        const settled = await operationBatches(tx).settle.run({
+          done: { id: first.row.id, token, attempt: 1, startedAt: new Date(), finishedAt: new Date() },
+        })
+        expect(settled).toEqual({ completed: false, done: true })
+      }),
+    ).toEqual(current)
+  })
+})
+
+describe('rowIdRange', () => {
+  it('bounds ids as PostgreSQL orders uuids, whatever their case, skipping nulls', async () => {
+    const ids = [
+      '01937a00-0000-7000-8000-00000000000b',
+      null,
+      '01937A00-0000-7000-8000-00000000000A',
+      'ffffffff-0000-7000-8000-000000000000',
+      undefined,
+    ]
+    const range = rowIdRange(ids)
+    const [sorted] = await database.sql<Array<{ lowest: string; highest: string }>>`
+      select (array_agg(id::text order by id))[1] as lowest, (array_agg(id::text order by id desc))[1] as highest
+      from unnest(${ids.flatMap((id) => id ?? [])}::uuid[]) as id`
+    expect(range).toEqual(sorted)
+    expect(rowIdRange([null])).toEqual({ lowest: null, highest: null })
+  })
+})
