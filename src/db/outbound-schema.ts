@@ -79,11 +79,10 @@ export const operations = pgTable(
     completedAt: timestamptz('completed_at'),
   },
   (t) => [
-    // The claim: concurrent invokes of one key race on this index, never on a prior SELECT.
-    uniqueIndex('operations_operation_key_uq').on(t.operationKey),
-    // An event's operations by key prefix (LIKE 'source:event:%'): the unique index above cannot
-    // serve LIKE under a non-C collation, text_pattern_ops can.
-    index('operations_operation_key_pattern_idx').using('btree', t.operationKey.op('text_pattern_ops')),
+    // The claim: concurrent invokes of one key race on this index, never on a prior SELECT. With
+    // text_pattern_ops it also finds an event's operations by key prefix (LIKE 'source:event:%')
+    // under a non-C collation, so no second index on the key is written for every operation.
+    uniqueIndex('operations_operation_key_uq').using('btree', t.operationKey.op('text_pattern_ops')),
     index('operations_status_updated_idx').on(t.status, t.updatedAt),
   ],
 )
