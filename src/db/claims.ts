@@ -1,6 +1,6 @@
 import type postgres from 'postgres'
 import { createBatcher } from './batcher.js'
-import { postgresErrorCode, withLedgerDeadline } from './client.js'
+import { postgresErrorCode, serverDeadlinesOutsideTransactions, withLedgerDeadline } from './client.js'
 import type { OrderingKeyRow } from './ordering.js'
 
 export interface NewEvent {
@@ -86,22 +86,28 @@ export async function claimEvents(
   const keys = events.flatMap((e) =>
     (e.orderingKeys ?? []).map((k) => ({ source: e.source, eventId: e.eventId, ...k })),
   )
-  // Alone first: every claim but those of the two hours around a generation's end.
-  let outcome = await inPartition(claimStatement(sql, events, keys, { alone: true }))
-  if (outcome.generations > 1) {
-    // In an overlap, where nothing was written: again, in a transaction that deletes the keys of
-    // the copies that lost one of their two generations before anyone can see them.
-    outcome = (await inPartition(
-      sql.begin(async (tx) => {
-        const overlapping = await claimStatement(tx, events, keys, { alone: false })
-        await deleteLostKeys(
-          tx,
-          overlapping.claimed.filter((row) => row.lost),
-        )
-        return overlapping
-      }),
-    )) as ClaimOutcome
-  }
+  // Alone first: every claim but those of the two hours around a generation's end. Not behind
+  // PgBouncer, where only a transaction carries the server's statement_timeout, which bounds a
+  // claim's run far below KEY_GENERATION_OVERLAP.
+  const single = serverDeadlinesOutsideTransactions(sql)
+    ? await inPartition(claimStatement(sql, events, keys, { alone: true }))
+    : undefined
+  const outcome =
+    single !== undefined && single.generations === 1
+      ? single
+      : // In an overlap (the statement alone wrote nothing), or behind PgBouncer: in a transaction
+        // that deletes the keys of the copies that lost one of their two generations before anyone
+        // can see them.
+        ((await inPartition(
+          sql.begin(async (tx) => {
+            const claimed = await claimStatement(tx, events, keys, { alone: false })
+            await deleteLostKeys(
+              tx,
+              claimed.claimed.filter((row) => row.lost),
+            )
+            return claimed
+          }),
+        )) as ClaimOutcome)
   const inserted = outcome.claimed.filter((row) => !row.lost)
   if (inserted.length > 0) onInserted?.(outcome.xid, inserted.length)
   const insertedIds = new Map(inserted.map((row) => [key(row.source, row.event_id), row.id]))

@@ -151,6 +151,18 @@ export function ledgerTarget(url: string): LedgerTarget {
   return { url: rest, pgbouncer: value === 'true' }
 }
 
+const deadlinedPerTransaction = new WeakSet<postgres.Sql>()
+
+/**
+ * Whether the server's deadlines hold for a statement `pool` runs outside a transaction. Behind
+ * PgBouncer they are set per transaction only (withDeadlinesPerTransaction): a statement that
+ * commits alone runs with no server `statement_timeout`, and can go on, and commit, long after
+ * the client gave up on it.
+ */
+export function serverDeadlinesOutsideTransactions(pool: postgres.Sql): boolean {
+  return !deadlinedPerTransaction.has(pool)
+}
+
 /**
  * The pool with every transaction opening by setting its own `statement_timeout` and
  * `idle_in_transaction_session_timeout` (local to the transaction, so nothing outlives it on a
@@ -158,6 +170,7 @@ export function ledgerTarget(url: string): LedgerTarget {
  * the transaction's first statement, and a failure fails the transaction like any statement's.
  */
 function withDeadlinesPerTransaction(pool: postgres.Sql, statementMs: number, idleMs: number): postgres.Sql {
+  deadlinedPerTransaction.add(pool)
   const begin = pool.begin
   const opening = (tx: postgres.TransactionSql) =>
     void tx`select set_config('statement_timeout', ${String(statementMs)}, true),

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { claimEvents, createClaimBatcher, type NewEvent } from '../../src/db/claims.js'
+import { openLedger } from '../../src/db/client.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 
 let database: TestDatabase
@@ -53,5 +54,51 @@ describe('claims in one statement', () => {
     const [count] =
       await database.sql`select count(*)::int as n from inbound_events where event_id like 'concurrent_%'`
     expect(count?.n).toBe(100)
+  })
+
+  it('never commits a claim its caller gave up on, behind PgBouncer as on a direct connection', async () => {
+    // A claim waits on another transaction's uncommitted key for the same event, past its deadline.
+    // The server must cancel it: a claim that went on would insert and commit the event once the
+    // other transaction rolled back, answered 503 all the same, and (behind PgBouncer, where only a
+    // transaction carries the server's statement_timeout) with no bound on how long after, which
+    // the key generations' overlap counts on.
+    for (const [mode, query] of [
+      ['direct', ''],
+      ['PgBouncer', '?pgbouncer=true'],
+    ] as const) {
+      const eventId = `given_up_${mode}`
+      let release = () => {}
+      const released = new Promise<void>((resolve) => {
+        release = resolve
+      })
+      let held = () => {}
+      const holding = new Promise<void>((resolve) => {
+        held = resolve
+      })
+      const holder = database.sql
+        .begin(async (tx) => {
+          await tx`
+            insert into inbound_event_keys (generation, source, event_id, event_row_id, payload_hash, origin)
+            select starts, 'acme', ${eventId}, gen_random_uuid(), 'h', 'webhook' from inbound_key_generations
+            where starts <= now() and ends > now()`
+          held()
+          await released
+          throw new Error('rolled back')
+        })
+        .catch(() => {})
+      await holding
+      const ledger = openLedger(`${database.url}${query}`, { max: 2, statementTimeoutMs: 500 })
+      try {
+        await expect(claimEvents(ledger.sql, [event(eventId, 'h')]), mode).rejects.toThrow()
+      } finally {
+        release()
+        await holder
+        await ledger.close()
+      }
+      // Time for a claim left running on the server to take the key and commit.
+      await new Promise((resolve) => setTimeout(resolve, 500))
+      const rows = await database.sql`select id from inbound_events where event_id = ${eventId}`
+      expect(rows, mode).toHaveLength(0)
+    }
   })
 })
