@@ -543,30 +543,38 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
   try {
     // 2. Against an empty partitioned ledger first; then an empty one with the history's periods,
     // which tells what the number of partitions costs from what their rows do.
-    await admin.unsafe(`create database "${empty.name}"`)
-    await migrateLedger(empty.url, logger)
-    const emptyPeriodCount = await ledgerPeriodCount(empty.url)
-    const emptyIntake = await intake(options, serviceConfig('empty'), empty.url, options.loadSeconds)
-    const emptyDrain = await drain(options, empty, 'scale-empty')
-    await drop(empty.name)
-    await admin.unsafe(`create database "${periods.name}"`)
-    await migrateLedger(periods.url, logger)
-    const periodsSql = postgres(periods.url, { max: 1, onnotice: () => {} })
-    try {
-      const oldest = Math.max(...historyDays)
+    // Each on a ledger of its own, migrated, `prepare`d, measured and dropped.
+    const onEmptyLedger = async (
+      database: { url: string; name: string },
+      label: 'empty' | 'periods',
+      prepare: (sql: postgres.Sql) => Promise<unknown> = async () => {},
+    ) => {
+      await admin.unsafe(`create database "${database.name}"`)
+      await migrateLedger(database.url, logger)
+      const sql = postgres(database.url, { max: 1, onnotice: () => {} })
+      try {
+        await prepare(sql)
+      } finally {
+        await sql.end()
+      }
+      const periodCount = await ledgerPeriodCount(database.url)
+      const load = await intake(options, serviceConfig(label), database.url, options.loadSeconds)
+      const drained = await drain(options, database, `scale-${label}`)
+      await drop(database.name)
+      return { periodCount, intake: load, drain: drained }
+    }
+    const emptyLedger = await onEmptyLedger(empty, 'empty')
+    const oldest = Math.max(...historyDays)
+    const periodsLedger = await onEmptyLedger(periods, 'periods', async (sql) => {
       await addPeriods(
-        periodsSql,
+        sql,
         today,
         Array.from({ length: oldest }, (_, i) => oldest - i),
       )
-      await periodsSql`vacuum analyze`
-    } finally {
-      await periodsSql.end()
-    }
-    const periodCount = await ledgerPeriodCount(periods.url)
-    const periodsIntake = await intake(options, serviceConfig('periods'), periods.url, options.loadSeconds)
-    const periodsDrain = await drain(options, periods, 'scale-periods')
-    await drop(periods.name)
+      await sql`vacuum analyze`
+    })
+    const { periodCount: emptyPeriodCount, intake: emptyIntake, drain: emptyDrain } = emptyLedger
+    const { periodCount, intake: periodsIntake, drain: periodsDrain } = periodsLedger
 
     // 1. The history, by SQL.
     await admin.unsafe(`create database "${history.name}"`)

@@ -36,33 +36,56 @@ export async function extendLedgerPartitions(
   const result = await sql.begin(async (tx) => {
     await tx`select pg_advisory_xact_lock(${tx.unsafe(KEEPER_LOCK)})`
     await tx`select set_config('lock_timeout', ${PARTITION_LOCK_TIMEOUT}, true)`
-    const periods = await tx<Array<{ suffix: string }>>`
-      with recursive last as (
-        select coalesce(max(ends), date_trunc('day', now(), 'UTC')) as ends from ledger_periods),
-      wanted as (
-        select ends as starts, ${boundaryAfter(tx, options.period, tx`ends`)} as ends from last
-        where ends < now() + ${options.aheadDays} * interval '1 day'
-        union all
-        select ends, ${boundaryAfter(tx, options.period, tx`ends`)} from wanted
-        where ends < now() + ${options.aheadDays} * interval '1 day')
-      select hookledger_add_ledger_period(starts, ends) as suffix from wanted order by starts`
-    const generations = await tx<Array<{ suffix: string }>>`
-      with recursive last as (
-        select coalesce(max(ends), date_trunc('day', now(), 'UTC')) as ends from inbound_key_generations),
-      wanted as (
-        select ends as starts, ends + ${options.dedupWindowDays} * interval '1 day' as ends from last
-        where ends < now() + ${options.aheadDays} * interval '1 day'
-        union all
-        select ends, ends + ${options.dedupWindowDays} * interval '1 day' from wanted
-        where ends < now() + ${options.aheadDays} * interval '1 day')
-      select hookledger_add_key_generation(starts, ends) as suffix from wanted order by starts`
-    return { periods: periods.map((row) => row.suffix), generations: generations.map((row) => row.suffix) }
+    const periods = await addRangesAhead(tx, {
+      registry: 'ledger_periods',
+      add: 'hookledger_add_ledger_period',
+      endAfter: (starts) => boundaryAfter(tx, options.period, starts),
+      aheadDays: options.aheadDays,
+    })
+    const generations = await addRangesAhead(tx, {
+      registry: 'inbound_key_generations',
+      add: 'hookledger_add_key_generation',
+      endAfter: (starts) => tx`${starts} + ${options.dedupWindowDays} * interval '1 day'`,
+      aheadDays: options.aheadDays,
+    })
+    return { periods, generations }
   })
   return result as ExtendResult
 }
 
+/**
+ * Adds ranges to a registry, each from the end of the last one (or today) to `endAfter` its start,
+ * with `add` (migration 0018's function that makes and attaches its partitions), until they reach
+ * `aheadDays` past now. Returns the suffixes added.
+ */
+async function addRangesAhead(
+  tx: postgres.TransactionSql,
+  range: {
+    registry: 'ledger_periods' | 'inbound_key_generations'
+    add: 'hookledger_add_ledger_period' | 'hookledger_add_key_generation'
+    endAfter: (starts: postgres.PendingQuery<postgres.Row[]>) => postgres.PendingQuery<postgres.Row[]>
+    aheadDays: number
+  },
+): Promise<string[]> {
+  const rows = await tx<Array<{ suffix: string }>>`
+    with recursive last as (
+      select coalesce(max(ends), date_trunc('day', now(), 'UTC')) as ends from ${tx(range.registry)}),
+    wanted as (
+      select ends as starts, ${range.endAfter(tx`ends`)} as ends from last
+      where ends < now() + ${range.aheadDays} * interval '1 day'
+      union all
+      select ends, ${range.endAfter(tx`ends`)} from wanted
+      where ends < now() + ${range.aheadDays} * interval '1 day')
+    select ${tx.unsafe(range.add)}(starts, ends) as suffix from wanted order by starts`
+  return rows.map((row) => row.suffix)
+}
+
 /** The first UTC day or week boundary after `at`. */
-function boundaryAfter(sql: postgres.TransactionSql, period: PartitionPeriod, at: postgres.PendingQuery<[]>) {
+function boundaryAfter(
+  sql: postgres.TransactionSql,
+  period: PartitionPeriod,
+  at: postgres.PendingQuery<postgres.Row[]>,
+) {
   return period === 'day'
     ? sql`date_trunc('day', ${at}, 'UTC') + interval '1 day'`
     : sql`date_trunc('week', ${at}, 'UTC') + interval '1 week'`
@@ -138,11 +161,10 @@ export async function dropPeriod(sql: postgres.Sql, suffix: string): Promise<Per
       where to_regclass(t.name) is not null`
     if (present.some((row) => row.name === events)) {
       await tx`lock table ${tx(events)} in access exclusive mode`
-      const [row] = await tx<Array<{ n: number }>>`
-        select count(*)::int as n from ${tx(events)} where status = any(${[...UNFINISHED]}::event_status[])`
-      if ((row?.n ?? 0) > 0) {
+      const held = await unfinishedIn(tx, events)
+      if (held > 0) {
         await tx`select hookledger_attach_ledger_period(${suffix})`
-        return row?.n ?? 0
+        return held
       }
     }
     // Children first: each has a foreign key on the events table.
@@ -154,10 +176,10 @@ export async function dropPeriod(sql: postgres.Sql, suffix: string): Promise<Per
 }
 
 /** Events of a period's table that are not DONE, read through its status index (0: no such table). */
-async function unfinishedIn(sql: postgres.Sql, table: string): Promise<number> {
-  if (!(await exists(sql, table))) return 0
-  const [row] = await sql<Array<{ n: number }>>`
-    select count(*)::int as n from ${sql(table)} where status = any(${[...UNFINISHED]}::event_status[])`
+async function unfinishedIn(client: postgres.Sql | postgres.TransactionSql, table: string): Promise<number> {
+  if (!(await exists(client, table))) return 0
+  const [row] = await client<Array<{ n: number }>>`
+    select count(*)::int as n from ${client(table)} where status = any(${[...UNFINISHED]}::event_status[])`
   return row?.n ?? 0
 }
 
