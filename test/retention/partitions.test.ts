@@ -224,6 +224,11 @@ describe('the partitioned ledger', () => {
     expect(results[0]?.id).toBe(gone)
     const { generations } = await ledgerPartitions(database.sql)
     expect(generations).toHaveLength(2) // the expired one went whole
+    // Its id reused with another body is a conflict (409), recorded, even with its row gone.
+    const [reused] = await claimEvents(database.sql, [{ ...event('gone'), payloadHash: 'b'.repeat(64) }])
+    expect(reused).toEqual({ kind: 'conflict', id: gone })
+    const conflicts = await database.sql`select payload_hash from inbound_conflicts where event_id = 'gone'`
+    expect(conflicts.map((row) => row.payload_hash)).toEqual(['b'.repeat(64)])
   })
 
   it('makes two copies claimed on either side of a generation end meet on one unique index', async () => {
