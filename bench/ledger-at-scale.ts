@@ -126,7 +126,7 @@ export interface ScaleResult {
 const dayStart = (today: Date, daysAgo: number) => new Date(today.getTime() - daysAgo * 86_400_000)
 
 /**
- * One day of DONE events, `rows` of them spread over it, each with a payload row and one attempt
+ * One day of DONE events, `rows` of them spread over it, each with its payload row and one attempt
  * (and, partitioned, its dedup key in the current generation), as a day of traffic leaves them: one
  * INSERT … SELECT per table. Partitioned, the ids are version 7 UUIDs of their received_at, in the
  * day's period; before 0018 they are the table's default (random, version 4).
@@ -146,29 +146,47 @@ async function fillDay(
   const ends = dayStart(options.today, options.daysAgo - 1)
   const msPerRow = (86_400_000 - 1000) / options.rows
   const tag = options.tag ?? String(options.daysAgo)
-  await sql`
-    insert into inbound_events (${options.partitioned ? sql`id,` : sql``} source, event_id, event_type, payload_hash,
-                                body, headers, status, attempts, received_at, enqueued_at, processed_at, updated_at)
-    select ${options.partitioned ? sql`hookledger_uuid_v7(e.at),` : sql``} 'bench', e.event_id, 'invoice.paid',
-           encode(sha256(e.body), 'hex'), e.body, ${HEADERS}::jsonb, 'done', 1, e.at, e.at,
-           e.at + interval '40 ms', e.at + interval '40 ms'
-    from (
-      select 'msg_hist_' || ${tag} || '_' || g as event_id,
-             ${starts.toISOString()}::timestamptz + (g - 1) * ${msPerRow}::float8 * interval '1 ms' as at,
-             convert_to('{"type":"invoice.paid","data":{"id":"in_' || ${tag} || '_' || g
-               || '","object":"invoice","amount_paid":' || (g % 100000) || ',"currency":"usd","customer":"cus_'
-               || substr(md5(g::text), 1, 14) || '","status":"paid","lines":' || (g % 7)
-               || ',"pad":"' || repeat('x', 30) || '"}}', 'UTF8') as body
-      from generate_series(1, ${options.rows}) g) e`
+  const days = sql`
+    select 'msg_hist_' || ${tag} || '_' || g as event_id,
+           ${starts.toISOString()}::timestamptz + (g - 1) * ${msPerRow}::float8 * interval '1 ms' as at,
+           convert_to('{"type":"invoice.paid","data":{"id":"in_' || ${tag} || '_' || g
+             || '","object":"invoice","amount_paid":' || (g % 100000) || ',"currency":"usd","customer":"cus_'
+             || substr(md5(g::text), 1, 14) || '","status":"paid","lines":' || (g % 7)
+             || ',"pad":"' || repeat('x', 30) || '"}}', 'UTF8') as body
+    from generate_series(1, ${options.rows}) g`
+  if (options.partitioned) {
+    // Since 0020 the bytes are the payload row, and the event row holds no body.
+    await sql`
+      with e as materialized (${days}),
+      inserted as (
+        insert into inbound_events (id, source, event_id, event_type, payload_hash, headers, status, attempts,
+                                    received_at, enqueued_at, processed_at, updated_at)
+        select hookledger_uuid_v7(e.at), 'bench', e.event_id, 'invoice.paid', encode(sha256(e.body), 'hex'),
+               ${HEADERS}::jsonb, 'done', 1, e.at, e.at, e.at + interval '40 ms', e.at + interval '40 ms'
+        from e
+        returning id, event_id)
+      insert into inbound_event_payloads (event_row_id, body)
+      select inserted.id, e.body from inserted join e using (event_id)`
+  } else {
+    await sql`
+      insert into inbound_events (source, event_id, event_type, payload_hash, body, headers, status, attempts,
+                                  received_at, enqueued_at, processed_at, updated_at)
+      select 'bench', e.event_id, 'invoice.paid', encode(sha256(e.body), 'hex'), e.body, ${HEADERS}::jsonb, 'done',
+             1, e.at, e.at, e.at + interval '40 ms', e.at + interval '40 ms'
+      from (${days}) e`
+  }
   // The day's events: its partition, or (one table) its range of received_at.
   const suffix = options.partitioned ? await periodSuffix(sql, starts) : ''
   const day = options.partitioned
     ? sql`(select * from ${sql(`inbound_events_${suffix}`)}) d`
     : sql`(select * from inbound_events
            where received_at >= ${starts.toISOString()}::timestamptz and received_at < ${ends.toISOString()}::timestamptz) d`
-  await sql`
-    insert into inbound_event_payloads (event_row_id, body)
-    select d.id, convert_from(d.body, 'UTF8')::jsonb from ${day}`
+  if (!options.partitioned) {
+    // Before 0020 the payload row is the body parsed, for the payload search.
+    await sql`
+      insert into inbound_event_payloads (event_row_id, body)
+      select d.id, convert_from(d.body, 'UTF8')::jsonb from ${day}`
+  }
   await sql`
     insert into event_attempts (event_row_id, attempt, replay, outcome, response_status, started_at, finished_at)
     select d.id, 1, 0, 'done', 200, d.enqueued_at, d.processed_at from ${day}`

@@ -29,8 +29,8 @@ const { sql } = database
 try {
   const filling = performance.now()
   await sql`
-    insert into inbound_events (source, event_id, payload_hash, body, headers, status, processed_at)
-    select 'src' || (n % 4), 'evt_' || n, md5(n::text), convert_to('{"n":' || n || '}', 'UTF8'), '{}',
+    insert into inbound_events (source, event_id, payload_hash, headers, status, processed_at)
+    select 'src' || (n % 4), 'evt_' || n, md5(n::text), '{}',
       case when n <= ${BACKLOG} then 'pending'::event_status
            when n <= ${BACKLOG + 50} then 'failed'::event_status else 'done'::event_status end,
       now()

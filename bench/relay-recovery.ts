@@ -28,9 +28,9 @@ const queue = new Queue<ProcessEventData>(INBOUND_QUEUE, {
 try {
   // Rows enqueued two minutes ago in 64-row batch jobs that no longer exist, quiet since.
   await database.sql`
-    insert into inbound_events (source, event_id, payload_hash, body, headers, status, enqueued_at,
-      job_id, updated_at, received_at)
-    select 'acme', 'evt_' || n, md5(n::text), convert_to('{}', 'UTF8'), '{}', 'pending',
+    insert into inbound_events (source, event_id, payload_hash, headers, status, enqueued_at, job_id,
+      updated_at, received_at)
+    select 'acme', 'evt_' || n, md5(n::text), '{}', 'pending',
       now() - interval '2 minutes', 'evts-lost-' || (n / 64), now() - interval '2 minutes',
       now() - interval '2 minutes' + n * interval '1 microsecond'
     from generate_series(1, ${ROWS}) as n`

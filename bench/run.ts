@@ -211,11 +211,15 @@ async function prepareLedger(url: string, events: number): Promise<void> {
       from (select date_trunc('day', now() - interval '1 day', 'UTC') as day) yesterday
       where not exists (select 1 from ledger_periods where starts = yesterday.day)`
     await ledger`
-      insert into inbound_events (id, source, event_id, event_type, payload_hash, body, headers, status,
-                                  attempts, received_at, enqueued_at, processed_at)
-      select hookledger_uuid_v7(t.at), 'bench', 'msg_prefill_' || g, 'invoice.paid', md5(g::text),
-             convert_to('{"prefill":' || g || '}', 'UTF8'), '{}'::jsonb, 'done', 1, t.at, t.at, t.at
-      from (select now() - interval '1 day' as at) t, generate_series(1, ${events}) g`
+      with inserted as (
+        insert into inbound_events (id, source, event_id, event_type, payload_hash, headers, status, attempts,
+                                    received_at, enqueued_at, processed_at)
+        select hookledger_uuid_v7(t.at), 'bench', 'msg_prefill_' || g, 'invoice.paid', md5(g::text),
+               '{}'::jsonb, 'done', 1, t.at, t.at, t.at
+        from (select now() - interval '1 day' as at) t, generate_series(1, ${events}) g
+        returning id, event_id)
+      insert into inbound_event_payloads (event_row_id, body)
+      select id, convert_to('{"prefill":' || substr(event_id, 13) || '}', 'UTF8') from inserted`
     await ledger`
       insert into inbound_event_keys (generation, source, event_id, body_key, event_row_id, payload_hash, origin)
       select (select max(starts) from inbound_key_generations where starts <= now()), source, event_id,

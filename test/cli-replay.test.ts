@@ -13,6 +13,7 @@ import { buildConfig } from '../src/service/config.js'
 import { generateStandardWebhooksKeyPair } from '../src/testing.js'
 import { runCommand } from './support/run-command.js'
 import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from './support/service.js'
+import { storedEvents } from './support/stored-events.js'
 import { temporaryDirectory } from './support/temp.js'
 
 // `hookledger replay` and `sign` against the whole service in this process: every fixture is signed
@@ -92,7 +93,7 @@ async function run(command: typeof runReplay, args: string[], extra: Record<stri
 }
 
 async function rowsOf(source: string) {
-  return service.database.db.select().from(inboundEvents).where(eq(inboundEvents.source, source))
+  return storedEvents(service.database.db, eq(inboundEvents.source, source))
 }
 
 const PROVIDERS = [

@@ -5,6 +5,7 @@ import { inboundEvents } from '../src/db/schema.js'
 import { createVerifier } from '../src/inbound/verifiers/index.js'
 import { buildConfig } from '../src/service/config.js'
 import { type ApiStack, createApiStack } from './support/stack.js'
+import { storedEvents } from './support/stored-events.js'
 import { buildVectorSets, readVectorSets, type VectorCase, type VectorSet } from './support/vectors.js'
 
 // Every conformance vector in fixtures/vectors, run twice: against the verifier alone, and through
@@ -112,10 +113,7 @@ describe('conformance vectors over HTTP, on a real ledger', () => {
       })
       vi.useRealTimers()
       const answer = (await response.json()) as Record<string, unknown>
-      const rows = await stack.database.db
-        .select()
-        .from(inboundEvents)
-        .where(eq(inboundEvents.source, source))
+      const rows = await storedEvents(stack.database.db, eq(inboundEvents.source, source))
       const label = `${source} (${vector.name})`
       switch (vector.expected.outcome) {
         case 'verified':

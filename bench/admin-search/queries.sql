@@ -15,17 +15,17 @@ order by received_at desc, id desc limit 51;
 \echo -- payload: data.object.customer = cus_123 (20 rows match)
 explain (analyze, costs off, summary) select id from inbound_events
 where id in (select event_row_id from inbound_event_payloads
-  where body @> '{"data":{"object":{"customer":"cus_123"}}}' and body #> '{data,object,customer}' = '"cus_123"')
+  where hookledger_body_json(body) @> '{"data":{"object":{"customer":"cus_123"}}}' and hookledger_body_json(body) #> '{data,object,customer}' = '"cus_123"')
 order by received_at desc, id desc limit 51;
 \echo -- payload: data.object.metadata.order = ord_777 (1 row)
 explain (analyze, costs off, summary) select id from inbound_events
 where id in (select event_row_id from inbound_event_payloads
-  where body @> '{"data":{"object":{"metadata":{"order":"ord_777"}}}}' and body #> '{data,object,metadata,order}' = '"ord_777"')
+  where hookledger_body_json(body) @> '{"data":{"object":{"metadata":{"order":"ord_777"}}}}' and hookledger_body_json(body) #> '{data,object,metadata,order}' = '"ord_777"')
 order by received_at desc, id desc limit 51;
 \echo -- payload: type = invoice.paid (250 000 rows match; first page)
 explain (analyze, costs off, summary) select id from inbound_events
 where id in (select event_row_id from inbound_event_payloads
-  where body @> '{"type":"invoice.paid"}' and body #> '{type}' = '"invoice.paid"')
+  where hookledger_body_json(body) @> '{"type":"invoice.paid"}' and hookledger_body_json(body) #> '{type}' = '"invoice.paid"')
 order by received_at desc, id desc limit 51;
 \echo -- overview: deliveries per minute by source and status, last hour
 explain (analyze, costs off, summary)

@@ -81,7 +81,7 @@ export async function claimEvents(
   if (events.length === 0) return []
   // Arrays, one per column, unnested in order: the first delivery of a key in the batch wins. Bodies
   // travel as hex because postgres-js sends no bytea arrays.
-  // The parsed body goes to inbound_event_payloads in the same statement, for the payload search,
+  // The body goes to inbound_event_payloads in the same statement (every event has its row there),
   // and the ordering keys to event_ordering_keys, so a later event's head lookup finds this one.
   const keys = events.flatMap((e) =>
     (e.orderingKeys ?? []).map((k) => ({ source: e.source, eventId: e.eventId, ...k })),
@@ -259,18 +259,18 @@ async function claimStatement(
       select event_row_id as id, count(*) = (select count(*) from written) as whole
       from keyed group by event_row_id),
     inserted as (
-      insert into inbound_events (id, source, event_id, event_type, payload_hash, body, headers, body_key,
-                                  origin, trace_parent)
-      select i.id, i.source, i.event_id, i.event_type, i.payload_hash, decode(i.body, 'hex'), i.headers::jsonb,
-             i.body_key, i.origin, i.trace_parent
+      insert into inbound_events (id, source, event_id, event_type, payload_hash, headers, body_key, origin,
+                                  trace_parent)
+      select i.id, i.source, i.event_id, i.event_type, i.payload_hash, i.headers::jsonb, i.body_key, i.origin,
+             i.trace_parent
       from input i join won using (id)
       where won.whole
       order by i.position
-      returning id, source, event_id, body, received_seq),
+      returning id, source, event_id, received_seq),
     payloads as (
       insert into inbound_event_payloads (event_row_id, body)
-      select inserted.id, parsed from inserted, hookledger_body_json(inserted.body) as parsed
-      where parsed is not null)
+      select i.id, decode(i.body, 'hex') from input i join inserted using (id)
+      order by i.position)
     ${keys.length === 0 ? tx`` : orderingKeyWrites(tx, keys)}
     select (select count(*)::int from written) as generations, pg_current_xact_id()::text as xid,
            coalesce((select json_agg(json_build_object('id', i.id, 'source', i.source, 'event_id', i.event_id,

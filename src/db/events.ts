@@ -153,8 +153,12 @@ export async function leaseEvents(
           enqueued_at = coalesce(e.enqueued_at, now()),
           job_id = case when e.enqueued_at is null then picked.job_id else e.job_id end, updated_at = now()
       from picked where e.id = picked.id and e.id between ${ids.lowest}::uuid and ${ids.highest}::uuid
-      returning e.id, e.lease_token, e.source, e.event_id, e.event_type, e.body, e.headers, e.attempts,
+      returning e.id, e.lease_token, e.source, e.event_id, e.event_type, e.headers, e.attempts,
                 e.received_at, e.status, e.lease_until, e.trace_parent),
+    bodies as (
+      -- The bytes, from the table the claim wrote them to with the row (migration 0020).
+      select p.event_row_id as id, p.body from inbound_event_payloads p join leased l on l.id = p.event_row_id
+      where p.event_row_id between ${ids.lowest}::uuid and ${ids.highest}::uuid),
     claim_input as (
       -- The claim the forward's invoke would make (src/delivery/source-forward.ts): the key is
       -- stepKey([source, event id], 'forward'), the payload hash is payloadHash({ source, eventId,
@@ -174,6 +178,7 @@ export async function leaseEvents(
              null::text as tool_call_id,
              row_number() over (order by l.id) as position
       from leased l
+      join bodies b using (id)
       join unnest(${forwards.sources}::text[], ${forwards.leaseMs}::int[]) as f(source, lease_ms)
         on f.source = l.source
       cross join lateral (select s.source, s.event_id,
@@ -193,13 +198,13 @@ export async function leaseEvents(
                   else '%h' || translate(encode(sha256(convert_to(p.event_id, 'UTF8')), 'base64'), '+/=', '-_') end)
             || ':forward'
         end as key,
-        encode(sha256(l.body), 'hex') as body_sha256) c),
+        encode(sha256(b.body), 'hex') as body_sha256) c),
     ${freshClaimWrites(client)}
-    select l.id, l.lease_token, true as leased, l.source, l.event_id, l.event_type, l.body, l.headers, l.attempts,
+    select l.id, l.lease_token, true as leased, l.source, l.event_id, l.event_type, b.body, l.headers, l.attempts,
            l.received_at, l.status, l.lease_until,
            (select row_to_json(n) from inserted n where n.run_id = l.id::text || '/' || l.attempts) as forward_claim,
            l.trace_parent
-    from leased l
+    from leased l left join bodies b using (id)
     union all
     select e.id, e.lease_token, false, e.source, e.event_id, null, null, null, e.attempts, e.received_at,
            e.status, e.lease_until, null, null

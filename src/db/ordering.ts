@@ -176,7 +176,8 @@ export async function catchUpOrderingKeys(
   let after = '00000000-0000-0000-0000-000000000000'
   for (;;) {
     const rows = await client<Array<{ id: string; body: Buffer; seq: string }>>`
-      select e.id, e.body, ${client.unsafe(SEQ_OF('e'))}::text as seq from inbound_events e
+      select e.id, p.body, ${client.unsafe(SEQ_OF('e'))}::text as seq
+      from inbound_events e join inbound_event_payloads p on p.event_row_id = e.id
       where e.source = ${source} and e.status in ('pending', 'processing', 'failed') and e.id > ${after}
         and not exists (select 1 from event_ordering_keys k where k.event_row_id = e.id and k.route_id = ${routeId})
       order by e.id

@@ -109,10 +109,12 @@ describe('search by a payload field', () => {
       claimed('evt_claimed_form', 'data.object.customer=cus_claimed'),
     ])
     expect(await apiIds('payload=data.object.customer%3Dcus_claimed')).toEqual(['shop/evt_claimed'])
-    const [payloads] = await stack.database.sql<{ n: number }[]>`
-      select count(*)::int as n from inbound_event_payloads p join inbound_events e on e.id = p.event_row_id
-      where e.source = 'shop'`
-    expect(payloads?.n).toBe(1)
+    // Both bodies are stored as received; the form-encoded one has no entry in the JSON index.
+    const payloads = await stack.database.sql<{ json: boolean }[]>`
+      select hookledger_body_json(p.body) is not null as json
+      from inbound_event_payloads p join inbound_events e on e.id = p.event_row_id
+      where e.source = 'shop' order by e.event_id`
+    expect(payloads.map((row) => row.json)).toEqual([true, false])
   })
 
   it('refuses a search it cannot read, with a specific code, on the page and the API', async () => {
@@ -142,7 +144,7 @@ describe('search by a payload field', () => {
     })
     // Each period's copy of the index: inbound_event_payloads_<yyyymmdd>_body_idx.
     expect(plan.map((row) => Object.values(row)[0]).join('\n')).toMatch(
-      /Index Scan on inbound_event_payloads_\d{8}_body_idx/,
+      /Index Scan on inbound_event_payloads_\d{8}_\w*body\w*_idx/,
     )
   })
 })

@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto'
-import { sql } from 'drizzle-orm'
 import type { Database } from '../../src/db/client.js'
 import { approvals, operations } from '../../src/db/outbound-schema.js'
-import { type EventStatus, inboundEvents } from '../../src/db/schema.js'
+import { type EventStatus, inboundEventPayloads, inboundEvents } from '../../src/db/schema.js'
 import { payloadHash } from '../../src/outbound/hash.js'
 
 /** Ledger rows as the receiver and worker leave them, written directly so a test controls every field. */
@@ -27,7 +26,6 @@ export async function seedEvent(
       eventId: row.eventId,
       eventType: row.eventType ?? null,
       payloadHash: createHash('sha256').update(body).digest('hex'),
-      body,
       headers: { 'content-type': 'application/json', 'webhook-id': row.eventId },
       status: row.status ?? 'done',
       attempts: row.attempts ?? 1,
@@ -37,11 +35,8 @@ export async function seedEvent(
     })
     .returning({ id: inboundEvents.id })
   if (inserted === undefined) throw new Error('insert returned nothing')
-  // The parsed body for the payload search, as the claim writes it (src/db/claims.ts).
-  await db.execute(sql`
-    insert into inbound_event_payloads (event_row_id, body)
-    select id, parsed from inbound_events, hookledger_body_json(body) as parsed
-    where id = ${inserted.id} and parsed is not null`)
+  // The exact bytes, as the claim writes them (src/db/claims.ts).
+  await db.insert(inboundEventPayloads).values({ eventRowId: inserted.id, body })
   return inserted.id
 }
 

@@ -3,7 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { BackfillError } from '../../src/backfill/errors.js'
 import { runBackfillPass } from '../../src/backfill/pass.js'
 import type { Config, Source } from '../../src/config/config.js'
-import { backfillCursors, inboundConflicts, inboundEvents } from '../../src/db/schema.js'
+import {
+  backfillCursors,
+  inboundConflicts,
+  inboundEventPayloads,
+  inboundEvents,
+} from '../../src/db/schema.js'
 import { createLogger } from '../../src/logger.js'
 import { buildConfig } from '../../src/service/config.js'
 import { signDelivery } from '../../src/testing.js'
@@ -104,9 +109,10 @@ const rowsOf = (source: string) =>
       status: inboundEvents.status,
       origin: inboundEvents.origin,
       headers: inboundEvents.headers,
-      body: inboundEvents.body,
+      body: inboundEventPayloads.body,
     })
     .from(inboundEvents)
+    .innerJoin(inboundEventPayloads, eq(inboundEventPayloads.eventRowId, inboundEvents.id))
     .where(eq(inboundEvents.source, source))
 
 const forwardsOf = (eventId: string) =>

@@ -107,9 +107,9 @@ async function insertEvent(
 ): Promise<string> {
   const ago = extra.ago ?? '0 seconds'
   const [row] = await db.sql<Array<{ id: string }>>`
-    insert into inbound_events (source, event_id, payload_hash, body, headers, status, received_at,
+    insert into inbound_events (source, event_id, payload_hash, headers, status, received_at,
       updated_at, processed_at, enqueued_at, job_id)
-    values (${source}, ${eventId}, 'h', ${Buffer.from('{}')}, '{}'::jsonb, ${status}::event_status,
+    values (${source}, ${eventId}, 'h', '{}'::jsonb, ${status}::event_status,
       now() - ${ago}::interval, now() - ${ago}::interval,
       case when ${status} = 'done' then now() end, now() - ${ago}::interval, ${extra.jobId ?? null})
     returning id`

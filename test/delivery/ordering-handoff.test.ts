@@ -52,7 +52,8 @@ function arrivalOrder(received: ReadonlyArray<{ body: string }>): number[] {
 
 async function receivedOrder(source: string): Promise<number[]> {
   const rows = await t.database.sql<Array<{ body: Buffer }>>`
-    select body from inbound_events where source = ${source} order by received_seq`
+    select p.body from inbound_events e join inbound_event_payloads p on p.event_row_id = e.id
+    where e.source = ${source} order by e.received_seq`
   return arrivalOrder(rows.map((row) => ({ body: row.body.toString('utf8') })))
 }
 

@@ -18,14 +18,20 @@ const PEAK_RSS = fileURLToPath(new URL('../support/peak-rss.mjs', import.meta.ur
  */
 export async function seedFailedEvents(sql: postgres.Sql, source: string, count: number): Promise<void> {
   await sql`
-    insert into inbound_events (source, event_id, event_type, payload_hash, body, headers, status,
-                                attempts, last_error, received_at, enqueued_at)
-    select ${source}, ${source} || '_' || i, 'order.created', encode(sha256(b.body), 'hex'), b.body,
-           '{"content-type":"application/json"}'::jsonb, 'failed', 3, 'destination answered HTTP 503',
-           now() - interval '1 hour' + i * interval '1 millisecond', now()
-    from generate_series(1, ${count}) as i,
-         lateral (select convert_to(json_build_object('id', ${source} || '_' || i, 'type', 'order.created')::text,
-                                    'UTF8') as body) as b`
+    with seeded as (
+      select i, convert_to(json_build_object('id', ${source} || '_' || i, 'type', 'order.created')::text, 'UTF8')
+               as body
+      from generate_series(1, ${count}) as i),
+    inserted as (
+      insert into inbound_events (source, event_id, event_type, payload_hash, headers, status, attempts,
+                                  last_error, received_at, enqueued_at)
+      select ${source}, ${source} || '_' || i, 'order.created', encode(sha256(body), 'hex'),
+             '{"content-type":"application/json"}'::jsonb, 'failed', 3, 'destination answered HTTP 503',
+             now() - interval '1 hour' + i * interval '1 millisecond', now()
+      from seeded
+      returning id, event_id)
+    insert into inbound_event_payloads (event_row_id, body)
+    select inserted.id, seeded.body from inserted join seeded on inserted.event_id = ${source} || '_' || seeded.i`
 }
 
 /** One forwarding route to `url` for each source, with the fast test worker and relay. */

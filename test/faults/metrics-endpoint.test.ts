@@ -45,8 +45,8 @@ describe('/metrics size estimate', () => {
     const fresh = await createTestDatabase()
     try {
       await fresh.sql`
-        insert into inbound_events (source, event_id, payload_hash, body, headers, status)
-        select 'acme', 'evt_' || n, md5(n::text), convert_to('{}', 'UTF8'), '{}', 'done'::event_status
+        insert into inbound_events (source, event_id, payload_hash, headers, status)
+        select 'acme', 'evt_' || n, md5(n::text), '{}', 'done'::event_status
         from generate_series(1, 1200) as n`
       // The inserting backend reports its counts within a second of going idle.
       await expect.poll(() => estimatedRows(fresh.sql, 'inbound_events'), { timeout: 5000 }).toBe(1200)
@@ -62,8 +62,8 @@ describe('/metrics on a large ledger', () => {
   it('reads the backlog and the size estimate, never the DONE rows, so a scrape does not grow with the ledger', async () => {
     const { sql } = database
     await sql`
-      insert into inbound_events (source, event_id, payload_hash, body, headers, status)
-      select 'acme', 'evt_' || n, md5(n::text), convert_to('{}', 'UTF8'), '{}',
+      insert into inbound_events (source, event_id, payload_hash, headers, status)
+      select 'acme', 'evt_' || n, md5(n::text), '{}',
         case when n <= 3 then 'pending'::event_status when n <= 5 then 'failed'::event_status
              else 'done'::event_status end
       from generate_series(1, ${DONE_ROWS + 5}) as n`

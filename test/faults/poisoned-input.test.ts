@@ -7,6 +7,7 @@ import { inboundEvents } from '../../src/db/schema.js'
 import { receiveDelivery } from '../../src/inbound/receive.js'
 import { signedHeaders } from '../support/signing.js'
 import { type ApiStack, createApiStack, testConfig } from '../support/stack.js'
+import { storedEvents } from '../support/stored-events.js'
 
 // Text PostgreSQL cannot store (NUL, lone surrogates) and JSON too deep to walk: valid JSON and valid
 // signatures can carry both. Each must hurt only its own request, with a specific answer.
@@ -26,7 +27,7 @@ function deliver(body: string, id: string) {
 }
 
 async function rowOf(eventId: string) {
-  const [row] = await stack.database.db.select().from(inboundEvents).where(eq(inboundEvents.eventId, eventId))
+  const [row] = await storedEvents(stack.database.db, eq(inboundEvents.eventId, eventId))
   return row
 }
 

@@ -33,7 +33,8 @@ describe('claims in one statement', () => {
     expect(results[1]?.id).toBe(results[0]?.id)
     expect(results[3]?.id).toBe(results[0]?.id)
     const [row] =
-      await database.sql`select event_type, body, headers, payload_hash from inbound_events where event_id = 'batch_a'`
+      await database.sql`select e.event_type, p.body, e.headers, e.payload_hash from inbound_events e
+        join inbound_event_payloads p on p.event_row_id = e.id where e.event_id = 'batch_a'`
     expect(row).toMatchObject({
       event_type: 'type.a',
       payload_hash: 'h1',

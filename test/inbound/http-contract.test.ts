@@ -15,6 +15,7 @@ import { INBOUND_QUEUE, processEventJobId } from '../../src/queue/jobs.js'
 import { testRedisUrl } from '../support/env.js'
 import { SPEC_VECTOR, signedHeaders } from '../support/signing.js'
 import { type ApiStack, createApiStack, testConfig, uniquePrefix } from '../support/stack.js'
+import { storedEvents } from '../support/stored-events.js'
 
 let stack: ApiStack
 
@@ -40,7 +41,7 @@ describe('POST /webhooks/:source — the HTTP contract', () => {
     expect(response.status).toBe(200)
     const answer = (await response.json()) as { status: string; id: string }
     expect(answer.status).toBe('accepted')
-    const [row] = await stack.database.db.select().from(inboundEvents).where(eq(inboundEvents.id, answer.id))
+    const [row] = await storedEvents(stack.database.db, eq(inboundEvents.id, answer.id))
     expect(row).toMatchObject({
       source: 'acme',
       eventId: 'evt_accepted',

@@ -110,7 +110,7 @@ describe('upgrading an unpartitioned ledger', () => {
 
     const [children] = await sql<
       Array<{
-        payload: string
+        payloads: string[]
         attempts: string[]
         replays: string[]
         route: string
@@ -118,14 +118,16 @@ describe('upgrading an unpartitioned ledger', () => {
         evidence: string
       }>
     >`
-      select (select e.event_id from inbound_event_payloads p join inbound_events e on e.id = p.event_row_id) as payload,
+      select (select array_agg(e.event_id order by e.event_id) from inbound_event_payloads p
+              join inbound_events e on e.id = p.event_row_id where p.body = '\\x7b7d') as payloads,
              (select array_agg(e.event_id order by a.attempt, e.event_id) from event_attempts a join inbound_events e on e.id = a.event_row_id) as attempts,
              (select array_agg(e.event_id) from event_replays r join inbound_events e on e.id = r.event_row_id) as replays,
              (select e.event_id from event_routes r join inbound_events e on e.id = r.event_row_id) as route,
              (select e.event_id from event_ordering_keys k join inbound_events e on e.id = k.event_row_id) as ordering,
              (select e.event_id from operation_evidence v join inbound_events e on e.id = v.event_row_id) as evidence`
     expect(children).toEqual({
-      payload: 'done',
+      // Migration 0020 moved every body there.
+      payloads: ['by-body', 'done', 'failed', 'pending', 'processing'],
       attempts: ['done', 'failed', 'failed'],
       replays: ['failed'],
       route: 'done',

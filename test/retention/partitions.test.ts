@@ -53,12 +53,12 @@ async function addPastPeriod(sql: postgres.Sql, daysAgo: number): Promise<string
  */
 async function seedAged(sql: postgres.Sql, eventId: string, status: string, daysAgo: number) {
   const [row] = await sql<Array<{ id: string }>>`
-    insert into inbound_events (id, source, event_id, payload_hash, body, headers, status, received_at)
+    insert into inbound_events (id, source, event_id, payload_hash, headers, status, received_at)
     values (hookledger_uuid_v7(now() - ${daysAgo} * interval '1 day'), 'acme', ${eventId}, ${'a'.repeat(64)},
-            '\\x7b7d', '{}', ${status}::event_status, now() - ${daysAgo} * interval '1 day')
+            '{}', ${status}::event_status, now() - ${daysAgo} * interval '1 day')
     returning id`
   const id = String(row?.id)
-  await sql`insert into inbound_event_payloads (event_row_id, body) values (${id}, '{}')`
+  await sql`insert into inbound_event_payloads (event_row_id, body) values (${id}, '\\x7b7d')`
   await sql`insert into event_attempts (event_row_id, attempt, outcome, started_at) values (${id}, 1, 'done', now())`
   await sql`insert into event_routes (event_row_id, route_id, status) values (${id}, 'r', 'done')`
   await sql`

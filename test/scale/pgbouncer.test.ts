@@ -143,8 +143,8 @@ describe('through PgBouncer in transaction mode', () => {
       from (select date_trunc('day', now(), 'UTC') - interval '40 days' as d) day`
     const suffix = String(past?.suffix)
     await direct.sql`
-      insert into inbound_events (id, source, event_id, payload_hash, body, headers, status)
-      values (hookledger_uuid_v7(now() - interval '40 days'), 'acme', 'old', 'h', '\\x7b7d', '{}', 'done')`
+      insert into inbound_events (id, source, event_id, payload_hash, headers, status)
+      values (hookledger_uuid_v7(now() - interval '40 days'), 'acme', 'old', 'h', '{}', 'done')`
     const bounced = openLedger(bouncedUrl, { max: 2, statementTimeoutMs: 20_000 })
     try {
       const added = await extendLedgerPartitions(bounced.sql, {
