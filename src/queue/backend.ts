@@ -76,6 +76,8 @@ export interface BullmqBackend extends BackendBase {
   kind: 'bullmq'
   /** Readiness: Redis answers, with its eviction policy and whether it takes writes (redis-health.ts). */
   inspect(): Promise<RedisCondition>
+  /** The connection that adds jobs is up now (it notices a Redis gone at once, not at the next check). */
+  connected(): boolean
   /** The BullMQ queues made so far, for a dashboard that reads Redis directly. */
   queues(): readonly Queue[]
 }

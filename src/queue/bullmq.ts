@@ -70,6 +70,7 @@ export function createBullmqBackend(options: { url: string; prefix: string; logg
       if (['wait', 'connecting', 'connect'].includes(producer.status)) await once(producer, 'ready')
       return inspectRedis(producer, `${prefix}:hookledger:write-probe`)
     },
+    connected: () => producer.status === 'ready',
     queues: () => queues,
     async close() {
       unrouteWarnings()

@@ -17,7 +17,10 @@ export interface RequeuedRow {
 
 /** Adds jobs for committed rows. Used by the HTTP path (after the response) and by the relay. */
 export interface Enqueuer {
-  /** Fire and forget: batches the rows of concurrent requests into one `addBulk`; never throws. */
+  /**
+   * Fire and forget: batches the rows of concurrent requests into one `addBulk`, after handing this
+   * process's worker those it has room for (`runHere`); never throws.
+   */
   enqueue(eventRowId: string): void
   /**
    * Adds jobs now, the rows together (see `processEventsJobs`); throws when Redis does not take them
@@ -52,6 +55,12 @@ export function createEnqueuer(deps: {
    * its mark for one without a job. 0: at once.
    */
   markDelayMs?: number
+  /**
+   * Starts a row in this process's own worker when it has room (Worker.runHere), instead of adding
+   * a job for it: no round through the queue for the rows a process both claims and works. Absent
+   * in a process without a worker.
+   */
+  runHere?: (eventRowId: string) => boolean
 }): Enqueuer {
   let batch: string[] = []
   let lastFailureLog = Number.NEGATIVE_INFINITY
@@ -104,11 +113,13 @@ export function createEnqueuer(deps: {
       setTimeout(() => deps.failpoints.hit('receive.before_enqueue'), 200)
       return
     }
-    const done = addJobs(processEventsJobs(ids), 'later')
+    const queued = deps.runHere === undefined ? ids : ids.filter((id) => !deps.runHere?.(id))
+    if (queued.length === 0) return
+    const done = addJobs(processEventsJobs(queued), 'later')
       .catch((error: unknown) => {
         // A Redis that is down or full fails every request's enqueue: one line per interval, with
         // the rows since the last, not one per request (the relay enqueues them all).
-        unlogged += ids.length
+        unlogged += queued.length
         if (Date.now() - lastFailureLog < FAILURE_LOG_EVERY_MS) return
         lastFailureLog = Date.now()
         deps.logger.warn({ err: error, count: unlogged }, 'enqueue failed; the relay will enqueue these rows')

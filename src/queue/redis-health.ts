@@ -90,6 +90,8 @@ export function redisProblems(condition: RedisCondition): string[] {
 export interface RedisWatch {
   /** Inspects Redis now and logs what changed; throws when Redis does not answer. */
   check(): Promise<RedisCondition>
+  /** What the last check found; undefined before the first one answered. */
+  last(): RedisCondition | undefined
   stop(): void
 }
 
@@ -159,5 +161,5 @@ export function watchRedis(deps: {
     check().catch((error: unknown) => logger.debug({ err: error }, 'Redis check failed'))
   }, deps.intervalMs)
   timer.unref()
-  return { check, stop: () => clearInterval(timer) }
+  return { check, last: () => last, stop: () => clearInterval(timer) }
 }

@@ -3,6 +3,7 @@ import type { ConfigFile } from '../config/config.js'
 import { createBatcher } from '../db/batcher.js'
 import { type ForwardClaims, type LeasedEvent, leaseEvents, renewLease } from '../db/events.js'
 import { operationBatches } from '../db/operation-batches.js'
+import { withDeadline } from '../deadline.js'
 import { done, type JobProcessor, type JobResult, type QueuedJob, runAgainAt } from './backend.js'
 import { describeError } from './errors.js'
 import type { SourceHandler } from './handler.js'
@@ -37,6 +38,16 @@ interface Gates {
  */
 const LEASED_PER_SLOT = 3
 
+/**
+ * The job a row run outside any job is recorded under (inbound_events.job_id, when the lease is the
+ * first to record one). No queue holds a job of that id, so the relay's orphan pass finds such a row
+ * without a live job once it has been quiet long enough.
+ */
+const HAND_OFF_JOB_ID = 'hand-off'
+
+/** How long a row run outside any job waits for Redis to take the job of its next try. */
+const LATER_JOB_DEADLINE_MS = 2000
+
 /** Waits after an infrastructure error (Postgres down while leasing, say) before a row's next try. */
 const INFRASTRUCTURE_RETRY_MS = 1000
 
@@ -52,6 +63,14 @@ export interface Worker extends JobProcessor {
    * job of its own, as a batch job's rows do. `close` waits for these runs too.
    */
   runNow(eventRowId: string): void
+  /**
+   * runNow for a row this process just claimed, when a place among the leased rows is free now:
+   * the row starts without a round through the queue, as a row the queue handed over would. False
+   * when every place is taken (or the worker is closing): the row then goes to the queue. A process
+   * that dies with such a row leaves it without a job: the relay gives it one (graceMs after the
+   * claim for a row not yet leased, orphanAfterMs after the lease ran out for one it was running).
+   */
+  runHere(eventRowId: string): boolean
 }
 
 export function startWorker(deps: WorkerDependencies): Worker {
@@ -87,6 +106,14 @@ export function startWorker(deps: WorkerDependencies): Worker {
       const run = runRowNow(deps, batches, gates, eventRowId).finally(() => running.delete(run))
       running.add(run)
     },
+    runHere(eventRowId) {
+      if (closed) return false
+      const place = gates.leased.tryAcquire()
+      if (place === undefined) return false
+      const run = runRowNow(deps, batches, gates, eventRowId, place).finally(() => running.delete(run))
+      running.add(run)
+      return true
+    },
     async close(force) {
       closed = true
       await processor.close(force)
@@ -96,12 +123,21 @@ export function startWorker(deps: WorkerDependencies): Worker {
   }
 }
 
-/** A row run outside any job; what must run later goes to the queue (its fallback job stays too). */
-async function runRowNow(deps: WorkerDependencies, batches: Batches, gates: Gates, eventRowId: string) {
-  const jobId = 'hand-off'
+/**
+ * A row run outside any job; what must run later goes to the queue. `place`: a place among the
+ * leased rows already held for it (runHere).
+ */
+async function runRowNow(
+  deps: WorkerDependencies,
+  batches: Batches,
+  gates: Gates,
+  eventRowId: string,
+  place?: () => void,
+) {
+  const jobId = HAND_OFF_JOB_ID
   let later: number | undefined
   try {
-    const result = await processEvent(deps, batches, gates, eventRowId, jobId)
+    const result = await processEvent(deps, batches, gates, eventRowId, jobId, place)
     if (result.kind === 'delayed') later = result.until - Date.now()
   } catch (error) {
     deps.logger.warn(
@@ -112,8 +148,13 @@ async function runRowNow(deps: WorkerDependencies, batches: Batches, gates: Gate
   }
   if (later === undefined) return
   const job = processEventLaterJob(eventRowId, later)
-  // Redis refusing it leaves the row to its own waiting job and to the relay.
-  await deps.queue.add(job.name, job.data, job.opts).catch((error: unknown) => {
+  // Redis refusing it leaves the row to its own waiting job, if it has one, and to the relay. Bounded:
+  // BullMQ waits for a connection that is not there, and close() waits for this run.
+  await withDeadline(
+    deps.queue.add(job.name, job.data, job.opts),
+    LATER_JOB_DEADLINE_MS,
+    'Redis did not take the job',
+  ).catch((error: unknown) => {
     deps.logger.warn({ err: describeError(error), eventRowId }, 'event not handed to the queue')
   })
 }
@@ -187,9 +228,10 @@ async function processEvent(
   gates: Gates,
   eventRowId: string,
   jobId: string,
+  place?: () => void,
 ): Promise<JobResult> {
   const leaseToken = randomUUID()
-  const releaseLeased = await gates.leased.acquire()
+  const releaseLeased = place ?? (await gates.leased.acquire())
   let releaseHandler: (() => void) | undefined
   try {
     const leasedAt = Date.now()

@@ -170,12 +170,19 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   // Said at start, before the process listens: an evicting Redis loses jobs from the first event on.
   if (redisWatch !== undefined) await settlesWithin(redisWatch.check(), 2000)
   const queue = backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions)
+  // Bound once the worker starts (a process that runs one): the rows it claims start in it.
+  let runHere: ((eventRowId: string) => boolean) | undefined
+  const queueTakesJobs = () =>
+    backend.kind === 'in-process' || (backend.connected() && redisWatch?.last()?.refusingWrites !== true)
   const enqueuer = createEnqueuer({
     queue,
     sql: scopes.worker.sql,
     logger,
     failpoints,
     markDelayMs: Math.floor(config.file.relay.graceMs / 2),
+    // Only while Redis takes jobs: what such a row must do later (a retry, a wait) needs a job, and
+    // with Redis down or full the rows wait for the relay as every other process's do.
+    runHere: (eventRowId) => queueTakesJobs() && (runHere?.(eventRowId) ?? false),
   })
 
   const reconcileQueue = backend.queue<ReconcileJobData>(RECONCILE_QUEUE, reconcileJobOptions)
@@ -347,6 +354,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       })
     : undefined
   runNow = worker?.runNow
+  runHere = worker?.runHere
   const reconciler = runsWorker
     ? startReconciler({
         backend,

@@ -28,8 +28,8 @@ const harness = serviceHarness({
   },
 })
 
-const start = (failpoint?: FailpointName) =>
-  harness.startChild({ entry: ['test/support/crash-server.mjs'], failpoint })
+const start = (failpoint?: FailpointName, role: 'all' | 'api' | 'worker' = 'all') =>
+  harness.startChild({ entry: ['test/support/crash-server.mjs'], env: { TEST_ROLE: role }, failpoint })
 
 const { rowFor, effects, invocations } = crashWitness(harness)
 
@@ -103,9 +103,13 @@ describe('crash windows (SIGKILL at named points)', () => {
   })
 
   it("after the handler's commit, before the job is acknowledged: not run again", async () => {
-    const crashing = await start('worker.after_done')
-    expect((await deliverOrder(crashing.url, 'evt_crash_after_done')).status).toBe(200)
+    // Received by an api-only process, so the event travels as a job: a process that works what it
+    // claims would start it without one (runHere).
+    const crashing = await start('worker.after_done', 'worker')
+    const api = await start(undefined, 'api')
+    expect((await deliverOrder(api.url, 'evt_crash_after_done')).status).toBe(200)
     await killedBy(crashing)
+    await api.kill()
     expect(await rowFor('evt_crash_after_done')).toMatchObject({ status: 'done' })
 
     const row = await rowFor('evt_crash_after_done')
