@@ -6,7 +6,7 @@ cd "$(dirname "$0")"
 DB=hl_bench_adminui
 PSQL="psql -h 127.0.0.1 -U postgres -X -v ON_ERROR_STOP=1"
 $PSQL -c "drop database if exists $DB" -c "create database $DB"
-for f in ../../migrations/0*.sql; do $PSQL -q -d $DB -f "$f"; done
+for f in ../../migrations/0*.sql; do $PSQL -q -d $DB --single-transaction -f "$f"; done
 # A daily period for each of the 30 days the seed spreads its events over.
 $PSQL -q -d $DB -c "select hookledger_add_ledger_period(d, d + interval '1 day')
   from generate_series(date_trunc('day', now() - interval '31 days', 'UTC'), date_trunc('day', now(), 'UTC'), interval '1 day') d
