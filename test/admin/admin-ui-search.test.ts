@@ -148,3 +148,43 @@ describe('search by a payload field', () => {
     )
   })
 })
+
+describe('a payload search over more events than it reads newest first', () => {
+  // 2,100 events of one kind, newest last, and one of another kind older than all of them: the
+  // search reads the newest 2,000 (PAYLOAD_WALK_ROWS) one by one, then asks the body index.
+  beforeAll(async () => {
+    await stack.database.sql`
+      with seeded as (
+        select n, now() - interval '1 hour' + n * interval '1 millisecond' as at,
+               convert_to(json_build_object('kind', case when n = 0 then 'deep' else 'broad' end, 'n', n)::text,
+                          'UTF8') as body
+        from generate_series(0, 2100) as n),
+      inserted as (
+        insert into inbound_events (id, source, event_id, payload_hash, headers, status, received_at)
+        select hookledger_uuid_v7(at), 'bulk', 'evt_bulk_' || n, md5(n::text), '{}', 'done', at from seeded
+        returning id, event_id)
+      insert into inbound_event_payloads (event_row_id, body)
+      select inserted.id, seeded.body from inserted join seeded on inserted.event_id = 'evt_bulk_' || seeded.n`
+  })
+
+  it('pages through every match newest first, each once, across the rows it reads one by one', async () => {
+    const seen: string[] = []
+    let cursor: string | null = null
+    do {
+      const { status, body } = await api(
+        `source=bulk&payload=${encodeURIComponent('kind = broad')}&limit=500${cursor === null ? '' : `&after=${cursor}`}`,
+      )
+      expect(status).toBe(200)
+      seen.push(...(body.events as Array<{ eventId: string }>).map((event) => event.eventId))
+      cursor = body.next as string | null
+    } while (cursor !== null)
+    expect(seen).toEqual(Array.from({ length: 2100 }, (_, i) => `evt_bulk_${2100 - i}`))
+  })
+
+  it('finds a match older than the rows it reads one by one, through the body index', async () => {
+    expect(await apiIds(`source=bulk&payload=${encodeURIComponent('kind = deep')}`)).toEqual([
+      'bulk/evt_bulk_0',
+    ])
+    expect(await apiIds(`payload=${encodeURIComponent('kind = deep')}&limit=1`)).toEqual(['bulk/evt_bulk_0'])
+  })
+})
