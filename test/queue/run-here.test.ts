@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
+import { deliverEvent } from '../support/delivery.js'
 import { gate } from '../support/gate.js'
 import { FAST_RELAY, FAST_WORKER, serviceHarness } from '../support/service.js'
-import { signedHeaders } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 import { testConfig } from '../support/stack.js'
 
@@ -11,15 +11,7 @@ import { testConfig } from '../support/stack.js'
 
 const harness = serviceHarness()
 
-async function deliver(url: string, id: string) {
-  const body = JSON.stringify({ type: 'test.event', id })
-  const response = await fetch(`${url}/webhooks/acme`, {
-    method: 'POST',
-    body,
-    headers: signedHeaders(body, { id }),
-  })
-  expect(response.status).toBe(200)
-}
+const deliver = (url: string, id: string) => deliverEvent(url, 'acme', id)
 
 /** Each event's status and the job its row was first recorded under. */
 const rows = (prefix: string) =>

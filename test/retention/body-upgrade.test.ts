@@ -1,11 +1,8 @@
-import { randomBytes } from 'node:crypto'
-import postgres from 'postgres'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
+import { LEDGER_TABLES } from '../../src/db/ledger-periods.js'
 import { migrateLedger } from '../../src/db/migrate.js'
 import { createLogger } from '../../src/logger.js'
-import { adminDatabaseUrl } from '../support/env.js'
-import { migrationsUpTo } from '../support/migrations.js'
-import { temporaryDirectory } from '../support/temp.js'
+import { ledgerAtMigration } from '../support/ledger-at-migration.js'
 
 // The upgrade of a ledger of migration 0019 (the body in inbound_events, its jsonb parse in
 // inbound_event_payloads) to 0020 (the exact bytes in inbound_event_payloads only): every body
@@ -13,49 +10,24 @@ import { temporaryDirectory } from '../support/temp.js'
 // half dropped is finished first, as the partition keeper would.
 
 const logger = createLogger('silent')
-const name = `hl_test_${randomBytes(6).toString('hex')}`
-const url = (() => {
-  const target = new URL(adminDatabaseUrl())
-  target.pathname = `/${name}`
-  return target.toString()
-})()
-let sql: postgres.Sql
-
-beforeAll(async () => {
-  await migrateLedger(url, logger, migrationsUpTo(19, temporaryDirectory('hookledger-body-upgrade-')))
-  sql = postgres(url, { max: 2, onnotice: () => {} })
-})
-afterAll(async () => {
-  await sql.end({ timeout: 5 })
-  const admin = postgres(adminDatabaseUrl(), { max: 1, onnotice: () => {} })
-  await admin.unsafe(`drop database if exists "${name}" with (force)`)
-  await admin.end({ timeout: 5 })
-})
+const ledger = ledgerAtMigration(19)
+const url = ledger.url
 
 /** An event as 0019 stores it, `daysAgo` days back: the bytes on the row, the parse beside it. */
 async function seedOld(eventId: string, body: Buffer, status: string, daysAgo: number): Promise<void> {
-  const [row] = await sql<Array<{ id: string }>>`
+  const [row] = await ledger.sql<Array<{ id: string }>>`
     insert into inbound_events (id, source, event_id, payload_hash, body, headers, status, received_at)
     values (hookledger_uuid_v7(now() - ${daysAgo} * interval '1 day'), 'acme', ${eventId}, 'h', ${body}, '{}',
             ${status}::event_status, now() - ${daysAgo} * interval '1 day')
     returning id`
-  await sql`
+  await ledger.sql`
     insert into inbound_event_payloads (event_row_id, body)
     select ${String(row?.id)}::uuid, parsed from hookledger_body_json(${body}::bytea) as parsed where parsed is not null`
 }
 
-const TABLES = [
-  'inbound_events',
-  'inbound_event_payloads',
-  'event_attempts',
-  'event_replays',
-  'event_routes',
-  'event_ordering_keys',
-]
-
 describe('migration 0020: the body written once', () => {
   it('moves every body byte for byte, keeps the search, and finishes half-dropped periods first', async () => {
-    const [done, kept] = await sql<Array<{ suffix: string }>>`
+    const [done, kept] = await ledger.sql<Array<{ suffix: string }>>`
       select hookledger_add_ledger_period(d, d + interval '1 day') as suffix
       from unnest(array[date_trunc('day', now(), 'UTC') - interval '40 days',
                         date_trunc('day', now(), 'UTC') - interval '39 days']) as d`
@@ -70,17 +42,17 @@ describe('migration 0020: the body written once', () => {
     // A retention pass that detached both past periods and stopped before it dropped them: the first
     // holds only DONE events (the keeper drops it), the second a FAILED one (the keeper attaches it).
     for (const suffix of [done?.suffix, kept?.suffix]) {
-      for (const table of TABLES)
-        await sql.unsafe(`alter table "${table}" detach partition "${table}_${suffix}"`)
+      for (const table of LEDGER_TABLES)
+        await ledger.sql.unsafe(`alter table "${table}" detach partition "${table}_${suffix}"`)
     }
 
     await migrateLedger(url, logger)
 
-    const columns = await sql<Array<{ table: string; column: string; type: string }>>`
+    const columns = await ledger.sql<Array<{ table: string; column: string; type: string }>>`
       select table_name as table, column_name as column, data_type as type from information_schema.columns
       where table_name in ('inbound_events', 'inbound_event_payloads') and column_name = 'body'`
     expect(columns).toEqual([{ table: 'inbound_event_payloads', column: 'body', type: 'bytea' }])
-    const bodies = await sql<Array<{ event_id: string; body: Buffer; partition: string }>>`
+    const bodies = await ledger.sql<Array<{ event_id: string; body: Buffer; partition: string }>>`
       select e.event_id, p.body, p.tableoid::regclass::text as partition
       from inbound_events e join inbound_event_payloads p on p.event_row_id = e.id order by e.event_id`
     expect(bodies.map((row) => [row.event_id, row.body.toString('hex')])).toEqual([
@@ -90,19 +62,19 @@ describe('migration 0020: the body written once', () => {
       ['today_json', json.toString('hex')],
     ])
     expect(bodies[0]?.partition).toBe(`inbound_event_payloads_${kept?.suffix}`)
-    const periods = await sql<Array<{ suffix: string }>>`select suffix from ledger_periods`
+    const periods = await ledger.sql<Array<{ suffix: string }>>`select suffix from ledger_periods`
     expect(periods.map((row) => row.suffix)).not.toContain(done?.suffix)
-    const [leftover] = await sql<Array<{ n: number }>>`
+    const [leftover] = await ledger.sql<Array<{ n: number }>>`
       select count(*)::int as n from pg_class where relname like ${`%\\_${done?.suffix}`}`
     expect(leftover?.n).toBe(0)
 
     // The search's index, parsed from the bytes: both JSON bodies, not the others.
-    await sql`set enable_seqscan = off`
-    const found = await sql<Array<{ event_id: string }>>`
+    await ledger.sql`set enable_seqscan = off`
+    const found = await ledger.sql<Array<{ event_id: string }>>`
       select e.event_id from inbound_events e join inbound_event_payloads p on p.event_row_id = e.id
       where hookledger_body_json(p.body) @> '{"data":{"object":{"customer":"cus_9"}}}' order by e.event_id`
     expect(found.map((row) => row.event_id)).toEqual(['replayed_failed', 'today_json'])
-    const plan = await sql`
+    const plan = await ledger.sql`
       explain select event_row_id from inbound_event_payloads
       where hookledger_body_json(body) @> '{"data":{"object":{"customer":"cus_9"}}}'`
     expect(plan.map((row) => Object.values(row)[0]).join('\n')).toMatch(/Bitmap Index Scan on \S+body\S*_idx/)

@@ -1,12 +1,8 @@
-import { randomBytes } from 'node:crypto'
-import postgres from 'postgres'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect, it } from 'vitest'
 import { claimEvents } from '../../src/db/claims.js'
 import { migrateLedger } from '../../src/db/migrate.js'
 import { createLogger } from '../../src/logger.js'
-import { adminDatabaseUrl } from '../support/env.js'
-import { migrationsUpTo } from '../support/migrations.js'
-import { temporaryDirectory } from '../support/temp.js'
+import { ledgerAtMigration } from '../support/ledger-at-migration.js'
 
 // The upgrade of a ledger made before partitioning (migration 0017) to the partitioned one (0018):
 // every row moves under a time-ordered id of its received_at into the partition of its day, what
@@ -14,32 +10,16 @@ import { temporaryDirectory } from '../support/temp.js'
 // still a duplicate.
 
 const logger = createLogger('silent')
-const name = `hl_test_${randomBytes(6).toString('hex')}`
-const url = (() => {
-  const target = new URL(adminDatabaseUrl())
-  target.pathname = `/${name}`
-  return target.toString()
-})()
-let sql: postgres.Sql
-
-beforeAll(async () => {
-  await migrateLedger(url, logger, migrationsUpTo(17, temporaryDirectory('hookledger-upgrade-')))
-  sql = postgres(url, { max: 4, onnotice: () => {} })
-})
-afterAll(async () => {
-  await sql.end({ timeout: 5 })
-  const admin = postgres(adminDatabaseUrl(), { max: 1, onnotice: () => {} })
-  await admin.unsafe(`drop database if exists "${name}" with (force)`)
-  await admin.end({ timeout: 5 })
-})
+const ledger = ledgerAtMigration(17)
+const url = ledger.url
 
 describe('upgrading an unpartitioned ledger', () => {
   it('moves every event and what hangs off it into the partition of its day, under an id of its time', async () => {
-    const [before] = await sql<Array<{ partitioned: boolean }>>`
+    const [before] = await ledger.sql<Array<{ partitioned: boolean }>>`
       select relkind = 'p' as partitioned from pg_class where relname = 'inbound_events'`
     expect(before?.partitioned).toBe(false)
     // Events of three days, in every status, as the old ledger keeps them.
-    const seeded = await sql<Array<{ id: string; event_id: string }>>`
+    const seeded = await ledger.sql<Array<{ id: string; event_id: string }>>`
       insert into inbound_events (source, event_id, payload_hash, body, headers, status, received_at, enqueued_at,
                                   job_id, lease_token, lease_until, body_key)
       values
@@ -50,27 +30,27 @@ describe('upgrading an unpartitioned ledger', () => {
         ('bodies', 'by-body', ${'5'.repeat(64)}, '\\x7b7d', '{}', 'done', now(), now(), 'evt-e', null, null, ${'5'.repeat(64)})
       returning id, event_id`
     const old = Object.fromEntries(seeded.map((row) => [row.event_id, row.id]))
-    await sql`insert into inbound_event_payloads (event_row_id, body) values (${old.done ?? ''}, '{"a":1}')`
-    await sql`
+    await ledger.sql`insert into inbound_event_payloads (event_row_id, body) values (${old.done ?? ''}, '{"a":1}')`
+    await ledger.sql`
       insert into event_attempts (event_row_id, attempt, outcome, started_at)
       values (${old.done ?? ''}, 1, 'done', now()), (${old.failed ?? ''}, 1, 'error', now()), (${old.failed ?? ''}, 2, 'error', now())`
-    await sql`
+    await ledger.sql`
       insert into event_replays (event_row_id, replay, by, previous_attempts)
       values (${old.failed ?? ''}, 1, 'admin', 2)`
-    await sql`insert into event_routes (event_row_id, route_id, status) values (${old.done ?? ''}, 'crm', 'done')`
-    await sql`
+    await ledger.sql`insert into event_routes (event_row_id, route_id, status) values (${old.done ?? ''}, 'crm', 'done')`
+    await ledger.sql`
       insert into event_ordering_keys (event_row_id, route_id, source, key_hash, seq)
       values (${old.pending ?? ''}, '', 'acme', '\\x01', 1)`
-    await sql`
+    await ledger.sql`
       insert into operation_evidence (source, event_id, event_row_id, operation_key, outcome)
       values ('acme', 'done', ${old.done ?? ''}, 'agents/pay-1', 'succeeded')`
 
     await migrateLedger(url, logger)
 
-    const [after] = await sql<Array<{ partitioned: boolean }>>`
+    const [after] = await ledger.sql<Array<{ partitioned: boolean }>>`
       select relkind = 'p' as partitioned from pg_class where relname = 'inbound_events'`
     expect(after?.partitioned).toBe(true)
-    const rows = await sql<
+    const rows = await ledger.sql<
       Array<{
         event_id: string
         id: string
@@ -108,7 +88,7 @@ describe('upgrading an unpartitioned ledger', () => {
     expect(byEvent.done).toMatchObject({ status: 'done', enqueued: true, job_id: 'evt-a' })
     expect(byEvent.failed).toMatchObject({ status: 'failed', enqueued: true })
 
-    const [children] = await sql<
+    const [children] = await ledger.sql<
       Array<{
         payloads: string[]
         attempts: string[]
@@ -134,12 +114,12 @@ describe('upgrading an unpartitioned ledger', () => {
       ordering: 'pending',
       evidence: 'done',
     })
-    const [old_tables] = await sql<Array<{ n: number }>>`
+    const [old_tables] = await ledger.sql<Array<{ n: number }>>`
       select count(*)::int as n from pg_class where relname like '%\\_unpartitioned'`
     expect(old_tables?.n).toBe(0)
 
     // Every event claimed before the upgrade is a duplicate after it, by id and by body.
-    const claims = await claimEvents(sql, [
+    const claims = await claimEvents(ledger.sql, [
       {
         source: 'acme',
         eventId: 'done',
