@@ -3,8 +3,8 @@
 -- now, the exact bytes, where until now the table held the body parsed as jsonb (for the payload
 -- search) beside a second copy of the bytes in inbound_events. The search's GIN index becomes an
 -- expression on the bytes, computed once since the row is never updated. Per forwarded event this
--- writes the body once instead of twice, and the row the lease and the settle rewrite is a fifth of
--- its size. Copying every body runs with the service stopped, as migrations 0018 and 0019.
+-- writes the body once instead of twice, and the row the lease and the settle rewrite is less than
+-- half its size (~0.5 KB against ~1.25 KB with a 750-byte body). Copying every body runs with the service stopped, as migrations 0018 and 0019.
 --
 -- A period a retention pass left half dropped (a table detached, or its detach pending) would keep
 -- the old columns, where ALTER TABLE on the parent does not reach: first finished as the partition

@@ -49,7 +49,7 @@ export const inboundEvents = pgTable(
     /** sha256 of the raw body, hex: tells a retry (same hash) from a conflicting reuse of the id. */
     payloadHash: text('payload_hash').notNull(),
     // The body itself is in inbound_event_payloads, written once: every status change rewrites this
-    // row, which without the body is a fifth of the size (migration 0020).
+    // row, which without the body is less than half the size (migration 0020).
     /**
      * payload_hash again, set only for sources that dedup on the body (their event id is not signed):
      * a captured delivery resent under a fresh id meets the original on the unique index below.
