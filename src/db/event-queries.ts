@@ -88,19 +88,12 @@ function eventIdCondition(eventId: string, source: string | undefined): SQL {
     select sources.source from sources where sources.source is not null)`
 }
 
-/**
- * A body field equals a value, served by the GIN index of inbound_event_payloads: containment (`@>`)
- * finds the candidates, the path read (`#>`) then keeps exact matches only (containment would also
- * accept an array holding the value, or any element for an index).
- */
+/** A body field equals a value (bodyMatches), served by the GIN index of inbound_event_payloads. */
 function payloadCondition(match: PayloadMatch): SQL {
-  const { document, path } = payloadTerms(match)
   // Spelled as the index's expression, so that the planner matches the two.
   const parsed = sql`hookledger_body_json(${inboundEventPayloads.body})`
   return sql`${inboundEvents.id} in (
-    select ${inboundEventPayloads.eventRowId} from ${inboundEventPayloads}
-    where ${parsed} @> ${JSON.stringify(document)}::jsonb
-      and ${parsed} #> array[${path}] = ${JSON.stringify(match.value)}::jsonb)`
+    select ${inboundEventPayloads.eventRowId} from ${inboundEventPayloads} where ${bodyMatches(parsed, match)})`
 }
 
 /**
@@ -108,21 +101,24 @@ function payloadCondition(match: PayloadMatch): SQL {
  * the body index cannot serve, so that a walk over the newest events stays a walk (listEvents).
  */
 function payloadOfRowMatches(match: PayloadMatch): SQL {
-  const { document, path } = payloadTerms(match)
   const parsed = sql`(select hookledger_body_json(p.body) from inbound_event_payloads p
     where p.event_row_id = ${inboundEvents.id})`
-  return sql`${parsed} @> ${JSON.stringify(document)}::jsonb and ${parsed} #> array[${path}] = ${JSON.stringify(match.value)}::jsonb`
+  return bodyMatches(parsed, match)
 }
 
-/** The containment document of a match (the value at its path) and its path as a text[] literal. */
-function payloadTerms(match: PayloadMatch): { document: unknown; path: SQL } {
+/**
+ * The parsed body holds the match's value at its path: containment (`@>`, which the index serves)
+ * finds the candidates, the path read (`#>`) then keeps exact matches only (containment would also
+ * accept an array holding the value, or any element for an index).
+ */
+function bodyMatches(parsed: SQL, match: PayloadMatch): SQL {
   let document: unknown = match.value
   for (const key of [...match.path].reverse()) document = /^\d+$/.test(key) ? [document] : { [key]: document }
   const path = sql.join(
     match.path.map((key) => sql`${key}::text`),
     sql`, `,
   )
-  return { document, path }
+  return sql`${parsed} @> ${JSON.stringify(document)}::jsonb and ${parsed} #> array[${path}] = ${JSON.stringify(match.value)}::jsonb`
 }
 
 export type EventSummary = Awaited<ReturnType<typeof listEvents>>['events'][number]

@@ -100,18 +100,19 @@ export function startWorker(deps: WorkerDependencies): Worker {
       ...queueErrorLog(deps.logger, lost),
     },
   )
+  /** Runs a row outside any job, tracked so that close() waits for it. */
+  const start = (eventRowId: string, place?: () => void) => {
+    const run = runRowNow(deps, batches, gates, eventRowId, place).finally(() => running.delete(run))
+    running.add(run)
+  }
   return {
     runNow(eventRowId) {
-      if (closed) return
-      const run = runRowNow(deps, batches, gates, eventRowId).finally(() => running.delete(run))
-      running.add(run)
+      if (!closed) start(eventRowId)
     },
     runHere(eventRowId) {
-      if (closed) return false
-      const place = gates.leased.tryAcquire()
+      const place = closed ? undefined : gates.leased.tryAcquire()
       if (place === undefined) return false
-      const run = runRowNow(deps, batches, gates, eventRowId, place).finally(() => running.delete(run))
-      running.add(run)
+      start(eventRowId, place)
       return true
     },
     async close(force) {
