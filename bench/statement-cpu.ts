@@ -1,0 +1,129 @@
+// The PostgreSQL CPU of the three statements every forwarded event goes through (the claim, the lease
+// with its forward claim, the settle), per event, on one connection with nothing else running: the
+// backend's own CPU from /proc, not wall time, which on two busy cores is mostly waiting. It is the
+// figure to compare before and after a change to one of those statements; `npm run bench` prices the
+// whole system.
+//
+//   npx tsx bench/statement-cpu.ts
+//
+// STMT_EVENTS events (6400 by default) are measured after STMT_WARM (19,200) went the same way and an
+// ANALYZE, so the plans are those of a ledger whose statistics know its tables, not of empty ones.
+// STMT_BATCH (64) events per lease and settle, STMT_CLAIM (100) per claim, as the worker and the
+// claim batcher make them at most. STMT_PERF=1 prints the backend's pid and waits 2 s before the
+// measured part, for `perf record -g -p <pid>`.
+import { createHash, randomUUID } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import postgres from 'postgres'
+import { claimEvents } from '../src/db/claims.js'
+import { leaseEvents } from '../src/db/events.js'
+import { operationBatches } from '../src/db/operation-batches.js'
+import { createTestDatabase } from '../test/support/database.js'
+import { benchBody, DRAIN_BODY_BYTES } from './signing.js'
+
+const EVENTS = Number(process.env.STMT_EVENTS ?? 6400)
+const WARM = Number(process.env.STMT_WARM ?? 19_200)
+const BATCH = Number(process.env.STMT_BATCH ?? 64)
+const CLAIM = Number(process.env.STMT_CLAIM ?? 100)
+const SOURCE = 'bench'
+const LEASE_MS = 30_000
+
+/** CPU ms the backend process has used so far (user + system; the kernel counts in 10 ms ticks). */
+function backendCpuMs(pid: number): number {
+  const fields = (readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1] ?? '').split(' ')
+  return (Number(fields[11]) + Number(fields[12])) * 10
+}
+
+const db = await createTestDatabase()
+const sql = postgres(db.url, { max: 1, onnotice: () => {} })
+try {
+  const [backend] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`
+  const pid = backend?.pid as number
+  const total = WARM + EVENTS
+  let claimMs = 0
+  for (let first = 0; first < total; first += CLAIM) {
+    if (first === WARM) {
+      await sql`analyze`
+      claimMs = -backendCpuMs(pid)
+    }
+    await claimEvents(
+      sql,
+      Array.from({ length: Math.min(CLAIM, total - first) }, (_, i) => {
+        const eventId = `evt_${first + i}`
+        const body = Buffer.from(benchBody(eventId, DRAIN_BODY_BYTES))
+        return {
+          source: SOURCE,
+          eventId,
+          eventType: 'invoice.paid',
+          payloadHash: createHash('sha256').update(body).digest('hex'),
+          body,
+          headers: { 'content-type': 'application/json', 'webhook-id': eventId },
+        }
+      }),
+    )
+  }
+  claimMs += backendCpuMs(pid)
+
+  const ids = (await sql<{ id: string }[]>`select id from inbound_events order by id`).map((row) => row.id)
+  const settle = operationBatches(sql).settle
+  let leaseMs = 0
+  let settleMs = 0
+  for (let first = 0; first < ids.length; first += BATCH) {
+    if (first === WARM) {
+      await sql`analyze`
+      leaseMs = 0
+      settleMs = 0
+      if (process.env.STMT_PERF === '1') {
+        console.log(`backend pid ${pid}: perf record -g -p ${pid}`)
+        await new Promise((resolve) => setTimeout(resolve, 2000))
+      }
+    }
+    const requests = ids
+      .slice(first, first + BATCH)
+      .map((id) => ({ id, token: randomUUID(), jobId: 'bench' }))
+    const beforeLease = backendCpuMs(pid)
+    const leased = await leaseEvents(sql, requests, LEASE_MS, { sources: [SOURCE], leaseMs: [LEASE_MS] })
+    const beforeSettle = backendCpuMs(pid)
+    leaseMs += beforeSettle - beforeLease
+    const finishedAt = new Date()
+    const settled = await Promise.all(
+      leased.map((result, i) => {
+        const claim = result.kind === 'leased' ? result.row.forwardClaim : undefined
+        if (result.kind !== 'leased' || claim?.leaseToken == null)
+          throw new Error(`not leased: ${result.kind}`)
+        return settle.run({
+          completion: {
+            operationId: claim.id,
+            leaseToken: claim.leaseToken,
+            attempt: 1,
+            resultJson: '{"status":200,"excerpt":"ok"}',
+            downstreamId: null,
+            actor: 'runtime',
+          },
+          done: {
+            id: result.row.id,
+            token: requests[i]?.token as string,
+            attempt: 1,
+            startedAt: finishedAt,
+            finishedAt,
+            responseStatus: 200,
+            responseExcerpt: 'ok',
+          },
+        })
+      }),
+    )
+    if (settled.some((s) => !s.completed || !s.done)) throw new Error('a settle was refused')
+    settleMs += backendCpuMs(pid) - beforeSettle
+  }
+  const [done] = await sql<
+    { n: number }[]
+  >`select count(*)::int as n from inbound_events where status = 'done'`
+  if (done?.n !== total) throw new Error(`${done?.n} of ${total} events DONE`)
+  const perEvent = (ms: number) => ((ms / EVENTS) * 1000).toFixed(0)
+  console.log(`backend CPU per event, ${EVENTS} events after ${WARM}:`)
+  console.log(`  claim   ${perEvent(claimMs)} µs (batches of ${CLAIM})`)
+  console.log(`  lease   ${perEvent(leaseMs)} µs (batches of ${BATCH}, the forward claimed with it)`)
+  console.log(`  settle  ${perEvent(settleMs)} µs (the forward's success and DONE)`)
+} finally {
+  await sql.end()
+  await db.drop()
+}
