@@ -4,7 +4,7 @@ import type { Logger } from '../logger.js'
 import { addGauge, type Metrics } from '../metrics.js'
 import type { EventInvoker } from '../outbound/event-handler.js'
 import type { JobQueue } from '../queue/backend.js'
-import { producerConnection } from '../queue/connections.js'
+import { guardConnection } from '../queue/connections.js'
 import { type ProcessEventData, processEventLaterJob } from '../queue/jobs.js'
 import { disabledRoutesView } from './disabled-routes.js'
 import type { FanOutDependencies } from './fan-out.js'
@@ -111,7 +111,7 @@ export function startDeliveryControl(deps: {
 }
 
 function quietConnection(url: string) {
-  const connection = producerConnection(url)
+  const connection = guardConnection(url)
   // Reconnects are logged by the worker's own connection; an unhandled 'error' would end the process.
   connection.on('error', () => {})
   return connection

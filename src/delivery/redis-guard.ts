@@ -51,6 +51,21 @@ redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
 redis.call('pexpire', KEYS[1], ARGV[3])
 return 1`
 
+/** A Lua script of this file run by its SHA1 (EVALSHA): its keys first, then its arguments. */
+type Script = (...keysAndArgs: Array<string | number>) => Promise<unknown>
+
+/**
+ * Defines `lua` on the connection as a command, which ioredis sends as EVALSHA (loading the script
+ * first when Redis lost its cache: a restart, SCRIPT FLUSH, another cluster node) and can pipeline
+ * with the others (guardConnection). EVAL sent each script's whole text with every delivery.
+ */
+function script(redis: RedisConnection, name: string, numberOfKeys: number, lua: string): Script {
+  redis.defineCommand(name, { numberOfKeys, lua })
+  const command = (redis as unknown as Record<string, Script>)[name]
+  if (command === undefined) throw new Error(`ioredis did not define the script ${name}`)
+  return (...keysAndArgs) => command.apply(redis, keysAndArgs)
+}
+
 /**
  * The guard for BullMQ deployments: every worker process reads and writes the same keys under the
  * deployment's queue prefix, so a destination's limits hold across all of them. Rate limits are
@@ -67,11 +82,13 @@ export function createRedisGuard(
   // the prefix's own tag on a cluster (src/queue/jobs.ts) and the destination's on one server.
   const key = (id: string, part: string) => `${prefix}:dest:{${id}}:${part}`
   const limiters = new Map<number, RateLimiterRedis>()
+  const gate = script(redis, 'hookledgerGuardGate', 3, GATE)
+  const record = script(redis, 'hookledgerGuardRecord', 3, RECORD)
+  const releaseProbe = script(redis, 'hookledgerGuardReleaseProbe', 1, RELEASE_PROBE)
+  const acquireSlot = script(redis, 'hookledgerGuardAcquireSlot', 1, ACQUIRE_SLOT)
   const store: GuardStore = {
     async gate(id, probeTtlMs, token) {
-      const [kind, waitMs] = (await redis.eval(
-        GATE,
-        3,
+      const [kind, waitMs] = (await gate(
         key(id, 'circuit'),
         key(id, 'probe'),
         key(id, 'pause'),
@@ -92,9 +109,7 @@ export function createRedisGuard(
       }
     },
     async record(id, verdict, { probeToken, threshold, coolDownMs, retryAfterMs }) {
-      const opened = await redis.eval(
-        RECORD,
-        3,
+      const opened = await record(
         key(id, 'circuit'),
         key(id, 'probe'),
         key(id, 'pause'),
@@ -107,10 +122,10 @@ export function createRedisGuard(
       return opened === 1
     },
     async releaseProbe(id, token) {
-      await redis.eval(RELEASE_PROBE, 1, key(id, 'probe'), token)
+      await releaseProbe(key(id, 'probe'), token)
     },
     async acquireSlot(id, cap, token, ttlMs) {
-      return (await redis.eval(ACQUIRE_SLOT, 1, key(id, 'slots'), cap, token, ttlMs)) === 1
+      return (await acquireSlot(key(id, 'slots'), cap, token, ttlMs)) === 1
     },
     async releaseSlot(id, token) {
       await redis.zrem(key(id, 'slots'), token)
