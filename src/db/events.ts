@@ -156,10 +156,11 @@ export async function leaseEvents(
       returning e.id, e.lease_token, e.source, e.event_id, e.event_type, e.headers, e.attempts,
                 e.received_at, e.status, e.lease_until, e.trace_parent),
     bodies as (
-      -- Each leased row with its bytes, from the table the claim wrote them to with the row (migration
-      -- 0020), and the run id its forward claim is recorded under. Everything after reads this one
-      -- relation: a join of two of these CTEs is planned as a nested loop (the planner takes each for
-      -- one row), which compared every row with every other and was most of the statement's CPU.
+      -- Each leased row with its bytes (by primary key, from the table the claim wrote them to with
+      -- the row: migration 0020) and the run id its forward claim is recorded under, computed once.
+      -- The planner takes every CTE for one row and joins two of them by a nested loop: joining the
+      -- leased rows to a CTE of their bodies, and finding each row's claim by a subquery that rendered
+      -- its id as text for every claim, compared every row with every other (a third of the CPU).
       select l.*, p.body, l.id::text || '/' || l.attempts as run_id
       from leased l
       left join inbound_event_payloads p on p.event_row_id = l.id
