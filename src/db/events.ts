@@ -156,15 +156,18 @@ export async function leaseEvents(
       returning e.id, e.lease_token, e.source, e.event_id, e.event_type, e.headers, e.attempts,
                 e.received_at, e.status, e.lease_until, e.trace_parent),
     bodies as (
-      -- Each leased row with its bytes (by primary key, from the table the claim wrote them to with
-      -- the row: migration 0020) and the run id its forward claim is recorded under, computed once.
-      -- The planner takes every CTE for one row and joins two of them by a nested loop: joining the
-      -- leased rows to a CTE of their bodies, and finding each row's claim by a subquery that rendered
+      -- Each leased row with its bytes and the run id its forward claim is recorded under, computed
+      -- once. The bytes are one primary-key probe per row (the table the claim wrote them to with the
+      -- row: migration 0020), in a subquery so that no plan can scan every payload between the
+      -- batch's lowest and highest id instead: a relay's or a retry's batch may span hours of them.
+      -- Everything after joins this one relation: the planner takes every CTE for one row and joins
+      -- two of them by a nested loop, which, with each row's claim found by a subquery that rendered
       -- its id as text for every claim, compared every row with every other (a third of the CPU).
-      select l.*, p.body, l.id::text || '/' || l.attempts as run_id
-      from leased l
-      left join inbound_event_payloads p on p.event_row_id = l.id
-        and p.event_row_id between ${ids.lowest}::uuid and ${ids.highest}::uuid),
+      select l.*, l.id::text || '/' || l.attempts as run_id,
+             (select p.body from inbound_event_payloads p
+              where p.event_row_id = l.id
+                and p.event_row_id between ${ids.lowest}::uuid and ${ids.highest}::uuid) as body
+      from leased l),
     claim_input as (
       -- The claim the forward's invoke would make (src/delivery/source-forward.ts): the key is
       -- stepKey([source, event id], 'forward'), the payload hash is payloadHash({ source, eventId,
