@@ -12,12 +12,12 @@
 // claim batcher make them at most. STMT_PERF=1 prints the backend's pid and waits 2 s before the
 // measured part, for `perf record -g -p <pid>`.
 import { createHash, randomUUID } from 'node:crypto'
-import { readFileSync } from 'node:fs'
 import postgres from 'postgres'
 import { claimEvents } from '../src/db/claims.js'
 import { leaseEvents } from '../src/db/events.js'
 import { operationBatches } from '../src/db/operation-batches.js'
 import { createTestDatabase } from '../test/support/database.js'
+import { cpuMs } from './cpu.js'
 import { benchBody, DRAIN_BODY_BYTES } from './signing.js'
 
 const EVENTS = Number(process.env.STMT_EVENTS ?? 6400)
@@ -26,12 +26,6 @@ const BATCH = Number(process.env.STMT_BATCH ?? 64)
 const CLAIM = Number(process.env.STMT_CLAIM ?? 100)
 const SOURCE = 'bench'
 const LEASE_MS = 30_000
-
-/** CPU ms the backend process has used so far (user + system; the kernel counts in 10 ms ticks). */
-function backendCpuMs(pid: number): number {
-  const fields = (readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1] ?? '').split(' ')
-  return (Number(fields[11]) + Number(fields[12])) * 10
-}
 
 const db = await createTestDatabase()
 const sql = postgres(db.url, { max: 1, onnotice: () => {} })
@@ -43,7 +37,7 @@ try {
   for (let first = 0; first < total; first += CLAIM) {
     if (first === WARM) {
       await sql`analyze`
-      claimMs = -backendCpuMs(pid)
+      claimMs = -cpuMs(pid)
     }
     await claimEvents(
       sql,
@@ -61,7 +55,7 @@ try {
       }),
     )
   }
-  claimMs += backendCpuMs(pid)
+  claimMs += cpuMs(pid)
 
   const ids = (await sql<{ id: string }[]>`select id from inbound_events order by id`).map((row) => row.id)
   const settle = operationBatches(sql).settle
@@ -80,9 +74,9 @@ try {
     const requests = ids
       .slice(first, first + BATCH)
       .map((id) => ({ id, token: randomUUID(), jobId: 'bench' }))
-    const beforeLease = backendCpuMs(pid)
+    const beforeLease = cpuMs(pid)
     const leased = await leaseEvents(sql, requests, LEASE_MS, { sources: [SOURCE], leaseMs: [LEASE_MS] })
-    const beforeSettle = backendCpuMs(pid)
+    const beforeSettle = cpuMs(pid)
     leaseMs += beforeSettle - beforeLease
     const finishedAt = new Date()
     const settled = await Promise.all(
@@ -112,7 +106,7 @@ try {
       }),
     )
     if (settled.some((s) => !s.completed || !s.done)) throw new Error('a settle was refused')
-    settleMs += backendCpuMs(pid) - beforeSettle
+    settleMs += cpuMs(pid) - beforeSettle
   }
   const [done] = await sql<
     { n: number }[]
