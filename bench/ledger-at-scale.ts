@@ -1,7 +1,11 @@
 // The scale section of `npm run bench`: the partitioned ledger (migration 0018) with a history of
 // BENCH_SCALE_ROWS DONE events over SCALE_DAYS daily periods, filled by SQL, against an empty one:
 //   - intake (the whole system under autocannon) and drain (one worker process on a backlog) on
-//     both ledgers, and their ratio;
+//     both ledgers, in BENCH_SCALE_ROUNDS pairs whose order alternates, and the median pair's ratio:
+//     one load of each, minutes apart, differed by more than the history's effect on a noisy host;
+//   - the WAL each intake wrote per stored event, full-page images apart: a claim inserts its dedup
+//     key at a random place of an index that holds the history's keys, and the first change of a
+//     page after a checkpoint copies the whole page to the WAL;
 //   - one retention pass (src/retention/loop.ts startRetention().sweep()) that finds exactly one
 //     day past retention: its time, the rows it removed, the dead tuples it left;
 //   - the same day removed on a ledger migrated only up to 0017 (one unpartitioned table), by the
@@ -23,6 +27,7 @@ import { migrationsUpTo } from '../test/support/migrations.js'
 import { cpuMs } from './cpu.js'
 import type { Destination } from './destination.js'
 import { type DrainResult, hookledgerDrain, removeQueueKeys } from './drain.js'
+import { eventsStored, type LedgerCost, startLedgerCost } from './ledger-cost.js'
 import { BENCH_SECRET } from './signing.js'
 
 /** Days of history, one period each. */
@@ -81,6 +86,8 @@ export interface ScaleOptions {
   oldDays: number
   /** The intake load's length, each run. */
   loadSeconds: number
+  /** Pairs of loads (and of drains) on the empty ledger and the history, their order alternating. */
+  rounds: number
   /** The drain's backlog, in events, and the worker's concurrency. */
   drainEvents: number
   drainConcurrency: number
@@ -93,6 +100,8 @@ export interface ScaleOptions {
 
 interface IntakeRun<T> {
   load: LoadResult
+  /** What the database wrote over the load and its forwards; undefined when not metered. */
+  cost: LedgerCost | undefined
   /** From the end of the load to the last forward; undefined when not every forward arrived in 120 s. */
   lagSeconds: number | undefined
   alongside: T | undefined
@@ -450,7 +459,9 @@ async function intake<T>(
   databaseUrl: string,
   seconds: number,
   alongside?: () => Promise<T>,
+  metered = false,
 ): Promise<IntakeRun<T>> {
+  const meter = metered ? await startLedgerCost(databaseUrl) : undefined
   const child: Child = await startChild(['bin/hookledger.js', 'serve'], {
     DATABASE_URL: databaseUrl,
     REDIS_URL: testRedisUrl(),
@@ -475,7 +486,9 @@ async function intake<T>(
     } catch {
       // Not every forward arrived in time.
     }
-    return { load: loaded, lagSeconds, alongside: outcome?.value }
+    // Its statistics reach the server once the process has ended.
+    await child.kill('SIGTERM')
+    return { load: loaded, cost: await meter?.stop(), lagSeconds, alongside: outcome?.value }
   } finally {
     await child.kill('SIGTERM')
   }
@@ -559,12 +572,11 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
   const today = clock?.today ?? new Date(Math.floor(Date.now() / 86_400_000) * 86_400_000)
   let failed = false
   try {
-    // 2. Against an empty partitioned ledger first; then an empty one with the history's periods,
-    // which tells what the number of partitions costs from what their rows do.
-    // Each on a ledger of its own, migrated, `prepare`d, measured and dropped.
-    const onEmptyLedger = async (
+    // 2. An empty partitioned ledger, kept for the pairs below; and an empty one with the history's
+    // periods, measured once here, which tells what the number of partitions costs from what their
+    // rows do.
+    const createLedger = async (
       database: { url: string; name: string },
-      label: 'empty' | 'periods',
       prepare: (sql: postgres.Sql) => Promise<unknown> = async () => {},
     ) => {
       await admin.unsafe(`create database "${database.name}"`)
@@ -575,15 +587,12 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
       } finally {
         await sql.end()
       }
-      const periodCount = await ledgerPeriodCount(database.url)
-      const load = await intake(options, serviceConfig(label), database.url, options.loadSeconds)
-      const drained = await drain(options, database, `scale-${label}`)
-      await drop(database.name)
-      return { periodCount, intake: load, drain: drained }
+      return ledgerPeriodCount(database.url)
     }
-    const emptyLedger = await onEmptyLedger(empty, 'empty')
+    const emptyPeriodCount = await createLedger(empty)
+    const emptyConfig = serviceConfig('empty')
     const oldest = Math.max(...historyDays)
-    const periodsLedger = await onEmptyLedger(periods, 'periods', async (sql) => {
+    const periodCount = await createLedger(periods, async (sql) => {
       await addPeriods(
         sql,
         today,
@@ -591,16 +600,43 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
       )
       await sql`vacuum analyze`
     })
-    const { periodCount: emptyPeriodCount, intake: emptyIntake, drain: emptyDrain } = emptyLedger
-    const { periodCount, intake: periodsIntake, drain: periodsDrain } = periodsLedger
+    const periodsIntake = await intake(options, serviceConfig('periods'), periods.url, options.loadSeconds)
+    const periodsDrain = await drain(options, periods, 'scale-periods')
+    await drop(periods.name)
 
     // 1. The history, by SQL.
     await admin.unsafe(`create database "${history.name}"`)
     await migrateLedger(history.url, logger)
     const fill = await fillHistory(history.url, { today, days: historyDays, perDay, partitioned: true })
     const historyConfig = serviceConfig('history')
-    const historyIntake = await intake(options, historyConfig, history.url, options.loadSeconds)
-    const historyDrain = await drain(options, history, 'scale-history')
+
+    // The empty ledger and the history in pairs: an intake on each, then a drain on each, the one
+    // measured first alternating from round to round.
+    const ledgers = {
+      empty: { database: empty, config: emptyConfig },
+      history: { database: history, config: historyConfig },
+    }
+    const pairs: Pair[] = []
+    for (let round = 0; round < options.rounds; round += 1) {
+      const order = round % 2 === 0 ? (['empty', 'history'] as const) : (['history', 'empty'] as const)
+      const loads: Partial<Record<keyof typeof ledgers, IntakeRun<unknown>>> = {}
+      for (const which of order) {
+        const { database, config } = ledgers[which]
+        loads[which] = await intake(options, config, database.url, options.loadSeconds, undefined, true)
+      }
+      const drains: Partial<Record<keyof typeof ledgers, DrainResult>> = {}
+      for (const which of order)
+        drains[which] = await drain(options, ledgers[which].database, `scale-${which}`)
+      if (!loads.empty || !loads.history || !drains.empty || !drains.history)
+        throw new Error('a pair is incomplete')
+      pairs.push({
+        empty: loads.empty,
+        history: loads.history,
+        emptyDrain: drains.empty,
+        historyDrain: drains.history,
+      })
+    }
+    await drop(empty.name)
 
     // 3. One retention pass, from a vacuumed ledger (the intake and drain updated rows).
     const vacuum = postgres(history.url, { max: 1, onnotice: () => {} })
@@ -653,7 +689,7 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
     await drop(old.name)
 
     // What it all says.
-    const loads = [emptyIntake, periodsIntake, historyIntake, quiet, during]
+    const loads = [...pairs.flatMap((pair) => [pair.empty, pair.history]), periodsIntake, quiet, during]
     failed ||= loads.some((r) => r.load.non2xx > 0 || r.load.errors > 0 || r.lagSeconds === undefined)
     const removedEvents = (r: PassResult) => r.removed.get('inbound_events') ?? 0
     failed ||= removedEvents(pass) !== perDay || !pass.complete
@@ -661,9 +697,25 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
     failed ||= removedEvents(oldResult) !== perDay || !oldResult.complete
     const estimateMin = (fill.insertMs + fill.vacuumMs) / fill.rows / 60_000
     const ratio = (a: number, b: number) => a / Math.max(b, 0.001)
-    const intakeRatio = ratio(historyIntake.load.acceptedPerSecond, emptyIntake.load.acceptedPerSecond)
-    const p99Ratio = ratio(historyIntake.load.p99, emptyIntake.load.p99)
-    const drainRatio_ = ratio(historyDrain.perSecond, emptyDrain.perSecond)
+    const intakeRatioOf = (pair: Pair) =>
+      ratio(pair.history.load.acceptedPerSecond, pair.empty.load.acceptedPerSecond)
+    const p99RatioOf = (pair: Pair) => ratio(pair.history.load.p99, pair.empty.load.p99)
+    const drainRatioOf = (pair: Pair) => ratio(pair.historyDrain.perSecond, pair.emptyDrain.perSecond)
+    // Each measure's own median pair: the pair of the median intake ratio need not be the drain's.
+    const intakePair = medianPair(pairs, intakeRatioOf)
+    const p99Pair = medianPair(pairs, p99RatioOf)
+    const drainPair = medianPair(pairs, drainRatioOf)
+    const intakeRatio = intakeRatioOf(intakePair)
+    const p99Ratio = p99RatioOf(p99Pair)
+    const drainRatio_ = drainRatioOf(drainPair)
+    const eachPair = (ratioOf: (pair: Pair) => number) =>
+      pairs.map((pair) => ratioOf(pair).toFixed(2)).join(', ')
+    const wal = (run: IntakeRun<unknown>) => {
+      const stored = run.cost === undefined ? 0 : eventsStored(run.cost)
+      if (run.cost?.walBytes === undefined || stored === 0) return '–'
+      return `${(run.cost.walBytes / stored / 1024).toFixed(1)} (${((run.cost.fullPageBytes ?? 0) / stored / 1024).toFixed(1)})`
+    }
+    const lag = (run: IntakeRun<unknown>) => run.lagSeconds?.toFixed(1) ?? 'not within 120 s'
     const pgTime = (r: PassResult) =>
       r.statementsMs === undefined
         ? `${inSeconds(r.wallMs)} (wall, client-side)`
@@ -682,14 +734,17 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
       `The pre-0018 ledger: ${count(oldFill.rows)} events over days ${oldDays.join(', ')} (the same expired day, ${count(oldFill.rows - perDay)} younger rows; fewer than the partitioned ledger's, to fill once only), filled in ${inSeconds(oldFill.insertMs)} s + ${inSeconds(oldFill.vacuumMs)} s.`,
       `Loads: ${options.loadSeconds} s of autocannon on \`serve\` (api and worker in one process), then until every accepted event was forwarded. Drain: ${count(options.drainEvents)} events, one worker process, concurrency ${options.drainConcurrency} (hookledger only).`,
       '',
-      `| measure | empty partitioned ledger (${emptyPeriodCount} periods) | empty, with the history's ${periodCount} periods | ledger with the history (${periodCount} periods) | ratio history/empty | target | |`,
+      `Each of the ${pairs.length} pairs: an intake on each ledger, then a drain on each, the history first in every second pair. Figures are each measure's median pair; the ratio column lists every pair's in order.`,
+      '',
+      `| measure | empty partitioned ledger (${emptyPeriodCount} periods) | empty, with the history's ${periodCount} periods (once) | ledger with the history (${periodCount} periods) | ratio history/empty: median (each pair) | target | |`,
       '|---|---:|---:|---:|---:|---|---|',
-      `| intake, accepted/s | ${emptyIntake.load.acceptedPerSecond.toFixed(0)} | ${periodsIntake.load.acceptedPerSecond.toFixed(0)} | ${historyIntake.load.acceptedPerSecond.toFixed(0)} | ${intakeRatio.toFixed(2)} | at most 10 % lower | ${met(intakeRatio >= 0.9)} |`,
-      `| intake, p50 ms | ${emptyIntake.load.p50} | ${periodsIntake.load.p50} | ${historyIntake.load.p50} | ${ratio(historyIntake.load.p50, emptyIntake.load.p50).toFixed(2)} | | |`,
-      `| intake, p99 ms | ${emptyIntake.load.p99} | ${periodsIntake.load.p99} | ${historyIntake.load.p99} | ${p99Ratio.toFixed(2)} | at most 10 % higher | ${met(p99Ratio <= 1.1)} |`,
-      `| intake, forwards done after the load, s | ${emptyIntake.lagSeconds?.toFixed(1) ?? 'not within 120 s'} | ${periodsIntake.lagSeconds?.toFixed(1) ?? 'not within 120 s'} | ${historyIntake.lagSeconds?.toFixed(1) ?? 'not within 120 s'} | | | |`,
-      `| drain, events/s first to last delivery | ${emptyDrain.perSecond.toFixed(0)} | ${periodsDrain.perSecond.toFixed(0)} | ${historyDrain.perSecond.toFixed(0)} | ${drainRatio_.toFixed(2)} | at most 10 % lower | ${met(drainRatio_ >= 0.9)} |`,
-      `| drain, worker + PostgreSQL CPU ms/event | ${cpuLine(emptyDrain)} | ${cpuLine(periodsDrain)} | ${cpuLine(historyDrain)} | | | |`,
+      `| intake, accepted/s | ${intakePair.empty.load.acceptedPerSecond.toFixed(0)} | ${periodsIntake.load.acceptedPerSecond.toFixed(0)} | ${intakePair.history.load.acceptedPerSecond.toFixed(0)} | ${intakeRatio.toFixed(2)} (${eachPair(intakeRatioOf)}) | at most 10 % lower | ${met(intakeRatio >= 0.9)} |`,
+      `| intake, p50 ms | ${intakePair.empty.load.p50} | ${periodsIntake.load.p50} | ${intakePair.history.load.p50} | ${ratio(intakePair.history.load.p50, intakePair.empty.load.p50).toFixed(2)} | | |`,
+      `| intake, p99 ms | ${p99Pair.empty.load.p99} | ${periodsIntake.load.p99} | ${p99Pair.history.load.p99} | ${p99Ratio.toFixed(2)} (${eachPair(p99RatioOf)}) | at most 10 % higher | ${met(p99Ratio <= 1.1)} |`,
+      `| intake, WAL KB per stored event (of which full-page images) | ${wal(intakePair.empty)} | – | ${wal(intakePair.history)} | | | |`,
+      `| intake, forwards done after the load, s | ${lag(intakePair.empty)} | ${lag(periodsIntake)} | ${lag(intakePair.history)} | | | |`,
+      `| drain, events/s first to last delivery | ${drainPair.emptyDrain.perSecond.toFixed(0)} | ${periodsDrain.perSecond.toFixed(0)} | ${drainPair.historyDrain.perSecond.toFixed(0)} | ${drainRatio_.toFixed(2)} (${eachPair(drainRatioOf)}) | at most 10 % lower | ${met(drainRatio_ >= 0.9)} |`,
+      `| drain, worker + PostgreSQL CPU ms/event | ${cpuLine(drainPair.emptyDrain)} | ${cpuLine(periodsDrain)} | ${cpuLine(drainPair.historyDrain)} | | | |`,
       '',
       '| one retention pass, the expired day | rows removed | PostgreSQL time, s | wall s | its backend CPU s | DELETE statements | dead tuples in the ledger tables before / after | target | |',
       '|---|---|---:|---:|---:|---:|---:|---|---|',
@@ -710,6 +765,22 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
     for (const database of [empty, periods, history, old]) await drop(database.name)
     for (const prefix of prefixes) await removeQueueKeys(prefix)
   }
+}
+
+/** One round's loads and drains on the empty ledger and on the history. */
+interface Pair {
+  empty: IntakeRun<unknown>
+  history: IntakeRun<unknown>
+  emptyDrain: DrainResult
+  historyDrain: DrainResult
+}
+
+/** The pair whose ratio is the median (the lower middle one of an even count). */
+function medianPair(pairs: readonly Pair[], ratioOf: (pair: Pair) => number): Pair {
+  const sorted = [...pairs].sort((a, b) => ratioOf(a) - ratioOf(b))
+  const middle = sorted[Math.floor((sorted.length - 1) / 2)]
+  if (middle === undefined) throw new Error('the scale section measured no pair')
+  return middle
 }
 
 const cpuLine = (r: DrainResult) => `${r.cpuMsPerEvent.toFixed(2)}+${r.postgresCpuMsPerEvent.toFixed(2)}`

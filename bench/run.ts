@@ -11,7 +11,8 @@
 //   scale:   the partitioned ledger at scale (bench/ledger-at-scale.ts): BENCH_SCALE_ROWS DONE events
 //            (default 20,000,000; QUICK 200,000) filled by SQL over 10 daily periods, the oldest alone
 //            past retentionDays 30, each with its dedup key, payload and attempt. On it and on an
-//            empty ledger, the intake (`serve` under autocannon) and a drain (one worker process);
+//            empty ledger, the intake (`serve` under autocannon) and a drain (one worker process), in
+//            BENCH_SCALE_ROUNDS alternating pairs (3; QUICK 1);
 //            then one retention pass (startRetention().sweep()): its time, rows removed, dead tuples
 //            left; the same expired day removed from a ledger migrated only up to 0017 by the
 //            row-by-row pass of before 0018, reproduced in SQL (BENCH_SCALE_OLD_DAYS days of rows,
@@ -59,6 +60,7 @@ const SECTIONS = new Set((process.env.BENCH_SECTIONS ?? 'intake,drain,trickle,sc
 const SCALE_DEFAULT_ROWS = 20_000_000
 const SCALE_ROWS = Number(process.env.BENCH_SCALE_ROWS ?? (QUICK ? 200_000 : SCALE_DEFAULT_ROWS))
 const SCALE_OLD_DAYS = Number(process.env.BENCH_SCALE_OLD_DAYS ?? 3)
+const SCALE_ROUNDS = Number(process.env.BENCH_SCALE_ROUNDS ?? (QUICK ? 1 : 3))
 /** The whole systems' worker concurrency (hookledger's worker.concurrency, the hand-written worker's). */
 const SYSTEM_CONCURRENCY = 32
 
@@ -548,6 +550,7 @@ async function main() {
         },
         rows: SCALE_ROWS,
         oldDays: SCALE_OLD_DAYS,
+        rounds: SCALE_ROUNDS,
         loadSeconds: DURATION_S,
         drainEvents: DRAIN_EVENTS[0] ?? 3000,
         drainConcurrency: DRAIN_CONCURRENCY[0] ?? 32,
