@@ -140,11 +140,12 @@ export async function recordUndoRef(db: Database, held: Held, attempt: number, u
   const ref = json(undoRef)
   const [row] = await client`
     with target as (
-      select a.id from operation_attempts a join operations o on o.id = a.operation_id
+      select a.operation_id, a.attempt from operation_attempts a join operations o on o.id = a.operation_id
       where o.id = ${held.op.id} and o.lease_token = ${held.leaseToken}
         and a.attempt = ${attempt} and a.status = 'in_flight'
     ), attempt_change as (
-      update operation_attempts set undo_ref = ${ref}::text::jsonb where id = (select id from target)
+      update operation_attempts a set undo_ref = ${ref}::text::jsonb
+      from target t where a.operation_id = t.operation_id and a.attempt = t.attempt
     ), op as (
       update operations set undo_ref = ${ref}::text::jsonb, updated_at = now()
       where id = ${held.op.id} and exists (select 1 from target)

@@ -6,6 +6,7 @@ import {
   jsonb,
   pgEnum,
   pgTable,
+  primaryKey,
   text,
   timestamp,
   uniqueIndex,
@@ -102,7 +103,8 @@ export type AttemptStatus = (typeof attemptStatus.enumValues)[number]
 export const operationAttempts = pgTable(
   'operation_attempts',
   {
-    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    /** A number of its own for each attempt row; the key is (operation_id, attempt) (migration 0021). */
+    id: bigserial('id', { mode: 'number' }).notNull(),
     operationId: uuid('operation_id')
       .notNull()
       .references(() => operations.id, { onDelete: 'cascade' }),
@@ -116,7 +118,9 @@ export const operationAttempts = pgTable(
     startedAt: timestamptz('started_at').notNull().defaultNow(),
     finishedAt: timestamptz('finished_at'),
   },
-  (t) => [uniqueIndex('operation_attempts_operation_attempt_uq').on(t.operationId, t.attempt)],
+  (t) => [
+    primaryKey({ name: 'operation_attempts_operation_id_attempt_pk', columns: [t.operationId, t.attempt] }),
+  ],
 )
 
 export const approvalStatus = pgEnum('approval_status', ['pending', 'decided'])
@@ -156,7 +160,8 @@ export const approvals = pgTable(
 export const operationAudit = pgTable(
   'operation_audit',
   {
-    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    /** The entries' order; the key is (operation_id, id), the one way they are read (migration 0021). */
+    id: bigserial('id', { mode: 'number' }).notNull(),
     operationId: uuid('operation_id').notNull(),
     operationKey: text('operation_key').notNull(),
     event: text('event').notNull(),
@@ -166,7 +171,7 @@ export const operationAudit = pgTable(
     details: jsonb('details').$type<unknown>(),
     at: timestamptz('at').notNull().defaultNow(),
   },
-  (t) => [index('operation_audit_operation_idx').on(t.operationId, t.id)],
+  (t) => [primaryKey({ name: 'operation_audit_operation_id_id_pk', columns: [t.operationId, t.id] })],
 )
 
 export const evidenceOutcome = pgEnum('evidence_outcome', ['succeeded', 'failed'])

@@ -207,10 +207,8 @@ export const eventAttempts = pgTable(
     startedAt: timestamptz('started_at').notNull(),
     finishedAt: timestamptz('finished_at').notNull().defaultNow(),
   },
-  (t) => [
-    primaryKey({ columns: [t.eventRowId, t.id] }),
-    index('event_attempts_event_idx').on(t.eventRowId, t.attempt),
-  ],
+  // One index: an event's attempts are read by its id alone (migration 0021).
+  (t) => [primaryKey({ columns: [t.eventRowId, t.id] })],
 )
 
 /** Who replayed a FAILED event and when: the audit of a person's re-run of a handler. */
