@@ -2,12 +2,18 @@ import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promi
 import { describe, expect, it } from 'vitest'
 import { createBatcher } from './batcher.js'
 
-/** A batcher whose "statement" doubles each item and records the batches it was given. */
-function doubling(options: { failOn?: number; maxBatch?: number; gatherMs?: number } = {}) {
+/**
+ * A batcher whose "statement" doubles each item and records the batches it was given. With `hold`,
+ * its first statement runs until that promise settles: the items behind it find one running.
+ */
+function doubling(
+  options: { failOn?: number; maxBatch?: number; gatherMs?: number; hold?: Promise<void> } = {},
+) {
   const batches: number[][] = []
   const batcher = createBatcher<number, number>(
     async (items) => {
       batches.push([...items])
+      if (batches.length === 1) await options.hold
       if (items.includes(options.failOn ?? Number.NaN)) throw new Error(`cannot store ${options.failOn}`)
       return items.map((item) => item * 2)
     },
@@ -20,17 +26,39 @@ function doubling(options: { failOn?: number; maxBatch?: number; gatherMs?: numb
   return { batcher, batches }
 }
 
+/** A promise to hold a statement with, and its release. */
+function gate() {
+  let release = () => {}
+  const held = new Promise<void>((resolve) => {
+    release = resolve
+  })
+  return { held, release }
+}
+
 describe('createBatcher', () => {
-  it('shares one statement among items that arrive in different event-loop turns', async () => {
+  it("sends an item that finds no statement running at the end of its turn, with that turn's items", async () => {
     const { batcher, batches } = doubling()
+    const both = Promise.all([batcher.run(1), batcher.run(2)])
+    // Long before the 200 ms window: nothing was running, so there was nothing to gather behind.
+    const first = await Promise.race([both, sleep(100).then(() => 'waited for the window')])
+    expect(first).toEqual([2, 4])
+    expect(batches).toEqual([[1, 2]])
+  })
+
+  it('gathers the items behind a running statement from different event-loop turns into one', async () => {
+    const { held, release } = gate()
+    const { batcher, batches } = doubling({ hold: held })
+    const running = batcher.run(0)
+    await nextTurn()
     const first = batcher.run(1)
     await nextTurn()
     const second = batcher.run(2)
     await nextTurn()
     const third = batcher.run(3)
-    expect(await Promise.all([first, second, third])).toEqual([2, 4, 6])
+    release()
+    expect(await Promise.all([running, first, second, third])).toEqual([0, 2, 4, 6])
     // Cut at the end of a turn, these would have been three statements.
-    expect(batches).toEqual([[1, 2, 3]])
+    expect(batches).toEqual([[0], [1, 2, 3]])
   })
 
   it('starts a new statement once the batch is full', async () => {
@@ -40,13 +68,16 @@ describe('createBatcher', () => {
   })
 
   it('gives the batch after a full one a whole window, not the rest of the full one', async () => {
-    const { batcher, batches } = doubling({ maxBatch: 2, gatherMs: 400 })
+    const { held, release } = gate()
+    const { batcher, batches } = doubling({ maxBatch: 2, gatherMs: 400, hold: held })
     const full = Promise.all([batcher.run(1), batcher.run(2)])
     await sleep(200)
+    // The full batch is still running: the third item gathers for a window.
     const third = batcher.run(3)
     // Past the full batch's window (400 ms after item 1), inside the third item's (600 ms).
     await sleep(300)
     const fourth = batcher.run(4)
+    release()
     expect(await Promise.all([full, third, fourth])).toEqual([[2, 4], 6, 8])
     expect(batches).toEqual([
       [1, 2],
