@@ -61,6 +61,18 @@ describe('createBatcher', () => {
     expect(batches).toEqual([[0], [1, 2, 3]])
   })
 
+  it('counts a statement that ended within the window as busy: the items after it gather', async () => {
+    const { batcher, batches } = doubling()
+    expect(await batcher.run(1)).toBe(2)
+    await nextTurn()
+    // Nothing runs now, but under load the callers' next items follow a statement this closely.
+    const second = batcher.run(2)
+    await nextTurn()
+    const third = batcher.run(3)
+    expect(await Promise.all([second, third])).toEqual([4, 6])
+    expect(batches).toEqual([[1], [2, 3]])
+  })
+
   it('starts a new statement once the batch is full', async () => {
     const { batcher, batches } = doubling({ maxBatch: 2 })
     expect(await Promise.all([1, 2, 3].map((item) => batcher.run(item)))).toEqual([2, 4, 6])
