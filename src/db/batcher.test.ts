@@ -36,10 +36,10 @@ function gate() {
 }
 
 describe('createBatcher', () => {
-  it("sends an item that finds no statement running at the end of its turn, with that turn's items", async () => {
+  it("sends an item that finds the batcher idle at the end of its turn, with that turn's items", async () => {
     const { batcher, batches } = doubling()
     const both = Promise.all([batcher.run(1), batcher.run(2)])
-    // Long before the 200 ms window: nothing was running, so there was nothing to gather behind.
+    // Long before the 200 ms window: no statement had run, so there was nothing to gather behind.
     const first = await Promise.race([both, sleep(100).then(() => 'waited for the window')])
     expect(first).toEqual([2, 4])
     expect(batches).toEqual([[1, 2]])
