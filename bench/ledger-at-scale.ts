@@ -462,35 +462,42 @@ async function intake<T>(
   metered = false,
 ): Promise<IntakeRun<T>> {
   const meter = metered ? await startLedgerCost(databaseUrl) : undefined
-  const child: Child = await startChild(['bin/hookledger.js', 'serve'], {
-    DATABASE_URL: databaseUrl,
-    REDIS_URL: testRedisUrl(),
-    HOOKLEDGER_CONFIG: configPath,
-    LOG_LEVEL: 'warn',
-  })
+  let cost: LedgerCost | undefined
   try {
-    options.destination.reset()
-    // Settled at once, so a failure before the load ends is not an unhandled rejection.
-    const running = alongside?.().then(
-      (value) => ({ value }),
-      (error: unknown) => ({ error }),
-    )
-    const loaded = await options.load(child.url, seconds)
-    const loadEnded = Date.now()
-    const outcome = running === undefined ? undefined : await running
-    if (outcome !== undefined && 'error' in outcome) throw outcome.error
-    let lagSeconds: number | undefined
+    const child: Child = await startChild(['bin/hookledger.js', 'serve'], {
+      DATABASE_URL: databaseUrl,
+      REDIS_URL: testRedisUrl(),
+      HOOKLEDGER_CONFIG: configPath,
+      LOG_LEVEL: 'warn',
+    })
     try {
-      const { lastAt } = await options.destination.waitFor(loaded.accepted, 120_000)
-      lagSeconds = Math.max(0, lastAt - loadEnded) / 1000
-    } catch {
-      // Not every forward arrived in time.
+      options.destination.reset()
+      // Settled at once, so a failure before the load ends is not an unhandled rejection.
+      const running = alongside?.().then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error }),
+      )
+      const loaded = await options.load(child.url, seconds)
+      const loadEnded = Date.now()
+      const outcome = running === undefined ? undefined : await running
+      if (outcome !== undefined && 'error' in outcome) throw outcome.error
+      let lagSeconds: number | undefined
+      try {
+        const { lastAt } = await options.destination.waitFor(loaded.accepted, 120_000)
+        lagSeconds = Math.max(0, lastAt - loadEnded) / 1000
+      } catch {
+        // Not every forward arrived in time.
+      }
+      // Its statistics reach the server once the process has ended.
+      await child.kill('SIGTERM')
+      cost = await meter?.stop()
+      return { load: loaded, cost, lagSeconds, alongside: outcome?.value }
+    } finally {
+      await child.kill('SIGTERM')
     }
-    // Its statistics reach the server once the process has ended.
-    await child.kill('SIGTERM')
-    return { load: loaded, cost: await meter?.stop(), lagSeconds, alongside: outcome?.value }
   } finally {
-    await child.kill('SIGTERM')
+    // A load that failed still ends the meter's session, and with it its replication slot.
+    if (cost === undefined) await meter?.stop().catch(() => undefined)
   }
 }
 
