@@ -68,43 +68,60 @@ export async function startRedisCluster(
     rmSync(directory, { recursive: true, force: true })
   }
   try {
-    for (let index = 0; index < count; index += 1) {
-      const port = await freePort()
-      // The bus port is named: the default (port + 10000) of a free ephemeral port may be taken or
-      // beyond 65535.
-      const busPort = await freePort()
-      const process = spawn(
-        'redis-server',
-        [
-          '--port',
-          String(port),
-          '--cluster-port',
-          String(busPort),
-          '--bind',
-          '127.0.0.1',
-          '--cluster-enabled',
-          'yes',
-          '--cluster-config-file',
-          join(directory, `nodes-${port}.conf`),
-          '--cluster-node-timeout',
-          String(options.nodeTimeoutMs ?? 2000),
-          // A replica takes over however long ago it last heard its master.
-          '--cluster-replica-validity-factor',
-          '0',
-          '--dir',
-          directory,
-          '--save',
-          '',
-          '--appendonly',
-          'no',
-          '--maxmemory-policy',
-          'noeviction',
-        ],
-        { stdio: 'ignore' },
-      )
-      nodes.push({ port, process })
+    // Each port comes free from the OS and is bound a moment later by redis-server: another process
+    // may take it in between, and that node then exits at once. It is started again on fresh ports.
+    const taken = new Set<number>()
+    const pick = async () => {
+      for (;;) {
+        const port = await freePort()
+        if (!taken.has(port)) {
+          taken.add(port)
+          return port
+        }
+      }
     }
-    for (const { port } of nodes) await waitForPing(node(port), port)
+    for (let index = 0; index < count; index += 1) {
+      for (let attempt = 1; ; attempt += 1) {
+        const port = await pick()
+        // The bus port is named: the default (port + 10000) of a free ephemeral port may be taken or
+        // beyond 65535.
+        const busPort = await pick()
+        const process = spawn(
+          'redis-server',
+          [
+            '--port',
+            String(port),
+            '--cluster-port',
+            String(busPort),
+            '--bind',
+            '127.0.0.1',
+            '--cluster-enabled',
+            'yes',
+            '--cluster-config-file',
+            join(directory, `nodes-${port}.conf`),
+            '--cluster-node-timeout',
+            String(options.nodeTimeoutMs ?? 2000),
+            // A replica takes over however long ago it last heard its master.
+            '--cluster-replica-validity-factor',
+            '0',
+            '--dir',
+            directory,
+            '--save',
+            '',
+            '--appendonly',
+            'no',
+            '--maxmemory-policy',
+            'noeviction',
+          ],
+          { stdio: 'ignore' },
+        )
+        const started = { port, process }
+        nodes.push(started)
+        if (await answersPing(node(port), port, process)) break
+        nodes.splice(nodes.indexOf(started), 1)
+        if (attempt === 3) throw new Error(`redis-server exited at start ${attempt} times (last on ${port})`)
+      }
+    }
     const replicaArgs = options.replicas === true ? ['--cluster-replicas', '1'] : []
     await run(
       'redis-cli',
@@ -193,13 +210,15 @@ export async function startRedisCluster(
   return cluster
 }
 
-async function waitForPing(redis: Redis, port: number) {
+/** True once the node answers PING; false when its process exited first (its ports were taken). */
+async function answersPing(redis: Redis, port: number, process: ChildProcess): Promise<boolean> {
   const deadline = Date.now() + 10_000
   for (;;) {
     try {
       await redis.ping()
-      return
+      return true
     } catch {
+      if (process.exitCode !== null || process.signalCode !== null) return false
       if (Date.now() > deadline) throw new Error(`redis-server on ${port} did not start`)
       await new Promise((resolve) => setTimeout(resolve, 100))
     }
