@@ -379,6 +379,14 @@ describe('HTTP APIs: a compensable tool driven by an agent', () => {
         { attempt: 2, status: 'succeeded' },
       ],
     })
+    // Each attempt keeps its own undo reference: recording the second's left the first's alone.
+    const undoRefs = await db.sql<Array<{ attempt: number; undo_ref: unknown }>>`
+      select a.attempt, a.undo_ref from operation_attempts a join operations o on o.id = a.operation_id
+      where o.operation_key = ${`agents/${key}`} order by a.attempt`
+    expect(undoRefs).toEqual([
+      { attempt: 1, undo_ref: { cancel: 'bk_1' } },
+      { attempt: 2, undo_ref: { cancel: 'bk_2' } },
+    ])
   })
 
   it('an unknown outcome without a recorded undo goes to reconciliation, never to a retry', async () => {

@@ -286,6 +286,35 @@ describe("the agents' API reaches only the agents' space", () => {
     // An unknown key in scope is the same 404.
     expect((await billing('GET', `/${encodeURIComponent('billing:never')}`)).status).toBe(404)
   })
+
+  it("another scope's lease token records no undo reference: only the holder's token writes its attempt", async () => {
+    const key = 'support:ticket-10:book'
+    const claimed = await support('POST', '/claim', {
+      key,
+      tool: 'mail.send',
+      effect: 'compensable',
+      args: { to: 'b@example.com' },
+    })
+    expect(claimed.body).toMatchObject({ decision: 'execute', attempt: 1 })
+    const path = `/${encodeURIComponent(key)}/undo-ref`
+    const forged = await billing('POST', path, {
+      leaseToken: claimed.body.leaseToken,
+      attempt: 1,
+      undoRef: { cancel: 'forged' },
+    })
+    expect(forged.status).toBe(403)
+    expect(forged.body).toMatchObject({ error: { code: 'key_out_of_scope' } })
+    const own = await support('POST', path, {
+      leaseToken: claimed.body.leaseToken,
+      attempt: 1,
+      undoRef: { cancel: 'real' },
+    })
+    expect(own.status).toBe(200)
+    const attempts = await hookledger.database.sql<Array<{ attempt: number; undo_ref: unknown }>>`
+      select a.attempt, a.undo_ref from operation_attempts a join operations o on o.id = a.operation_id
+      where o.operation_key = ${`agents/${key}`} order by a.attempt`
+    expect(attempts).toEqual([{ attempt: 1, undo_ref: { cancel: 'real' } }])
+  })
 })
 
 describe('evidence settles only what its rule is scoped to, and only after the claim', () => {
