@@ -27,7 +27,7 @@ import { migrationsUpTo } from '../test/support/migrations.js'
 import { cpuMs } from './cpu.js'
 import type { Destination } from './destination.js'
 import { type DrainResult, hookledgerDrain, removeQueueKeys } from './drain.js'
-import { eventsStored, type LedgerCost, startLedgerCost } from './ledger-cost.js'
+import { costPerEvent, eventsStored, type LedgerCost, startLedgerCost } from './ledger-cost.js'
 import { BENCH_SECRET } from './signing.js'
 
 /** Days of history, one period each. */
@@ -718,9 +718,9 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
     const eachPair = (ratioOf: (pair: Pair) => number) =>
       pairs.map((pair) => ratioOf(pair).toFixed(2)).join(', ')
     const wal = (run: IntakeRun<unknown>) => {
-      const stored = run.cost === undefined ? 0 : eventsStored(run.cost)
-      if (run.cost?.walBytes === undefined || stored === 0) return '–'
-      return `${(run.cost.walBytes / stored / 1024).toFixed(1)} (${((run.cost.fullPageBytes ?? 0) / stored / 1024).toFixed(1)})`
+      const perEvent = run.cost === undefined ? undefined : costPerEvent(run.cost, eventsStored(run.cost))
+      if (perEvent?.walBytes === undefined) return '–'
+      return `${(perEvent.walBytes / 1024).toFixed(1)} (${((perEvent.fullPageBytes ?? 0) / 1024).toFixed(1)})`
     }
     const lag = (run: IntakeRun<unknown>) => run.lagSeconds?.toFixed(1) ?? 'not within 120 s'
     const pgTime = (r: PassResult) =>
