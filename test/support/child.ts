@@ -4,14 +4,34 @@ import { fileURLToPath } from 'node:url'
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
+/**
+ * Ports a test hands to a child or server it starts: below the kernel's ephemeral range (32768 up),
+ * so no outgoing connection of this machine (to PostgreSQL, Redis, a destination) can take one in
+ * the moment between this check and the child's own bind, as a port the kernel lent for port 0 can.
+ * A port this process handed out once is not handed out again, so two children of one run never
+ * race for one; another run on the machine picks from 12,000 at random.
+ */
+const TEST_PORTS = { from: 20_000, to: 32_000 }
+const handedOut = new Set<number>()
+
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+  for (let tries = 0; tries < 100; tries += 1) {
+    const port = TEST_PORTS.from + Math.floor(Math.random() * (TEST_PORTS.to - TEST_PORTS.from))
+    if (handedOut.has(port)) continue
+    if (await bindable(port)) {
+      handedOut.add(port)
+      return port
+    }
+  }
+  throw new Error(`no free port between ${TEST_PORTS.from} and ${TEST_PORTS.to} in 100 tries`)
+}
+
+/** Whether nothing listens on the port now (a listener on 127.0.0.1 or on every address). */
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      server.close(() => (typeof address === 'object' && address !== null ? resolve(address.port) : reject()))
-    })
+    server.once('error', () => resolve(false))
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
   })
 }
 

@@ -68,24 +68,13 @@ export async function startRedisCluster(
     rmSync(directory, { recursive: true, force: true })
   }
   try {
-    // Each port comes free from the OS and is bound a moment later by redis-server: another process
+    // A port freePort found free is bound a moment later by redis-server: another run on the machine
     // may take it in between, and that node then exits at once. It is started again on fresh ports.
-    const taken = new Set<number>()
-    const pick = async () => {
-      for (;;) {
-        const port = await freePort()
-        if (!taken.has(port)) {
-          taken.add(port)
-          return port
-        }
-      }
-    }
     for (let index = 0; index < count; index += 1) {
       for (let attempt = 1; ; attempt += 1) {
-        const port = await pick()
-        // The bus port is named: the default (port + 10000) of a free ephemeral port may be taken or
-        // beyond 65535.
-        const busPort = await pick()
+        const port = await freePort()
+        // The bus port is named: the default, port + 10000, can fall in the kernel's ephemeral range.
+        const busPort = await freePort()
         const process = spawn(
           'redis-server',
           [
