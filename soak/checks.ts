@@ -15,24 +15,51 @@ export interface Verdict {
 export const DOCTOR_IGNORES = ['postgres.autovacuum_off']
 const SETTLED = ['completed', 'compensated', 'exhausted', 'failed', 'abandoned']
 
-/** Milliseconds until every id answered 200 reached the destination and no event is open; undefined if the wait ran out. */
+/** What the drain still waited for at one moment: ids answered 200 not yet forwarded, events open. */
+export interface DrainSample {
+  atMs: number
+  unforwarded: number
+  pending: number
+  processing: number
+}
+
+export interface Drain {
+  /** Until every id answered 200 reached the destination and no event is open; undefined if the wait ran out. */
+  ms: number | undefined
+  /** A sample every DRAIN_SAMPLE_MS while the wait lasts (the first at once), so a slow drain says what it waited on. */
+  samples: DrainSample[]
+}
+
+const DRAIN_SAMPLE_MS = 5000
+
 export async function waitForDrain(
   stack: Stack,
   stats: LoadStats,
   destination: SoakDestination,
   timeoutMs: number,
-): Promise<number | undefined> {
+): Promise<Drain> {
   const started = Date.now()
+  const samples: DrainSample[] = []
   while (Date.now() - started < timeoutMs) {
-    const missing = [...stats.answered200].some((id) => !destination.taken.has(id))
-    if (!missing) {
-      const [open] = await stack.database.sql<{ n: number }[]>`
-        select count(*)::int as n from inbound_events where status in ('pending', 'processing')`
-      if (open?.n === 0) return Date.now() - started
+    const unforwarded = [...stats.answered200].filter((id) => !destination.taken.has(id)).length
+    const [open] = await stack.database.sql<{ pending: number; processing: number }[]>`
+      select count(*) filter (where status = 'pending')::int as pending,
+             count(*) filter (where status = 'processing')::int as processing
+      from inbound_events where status in ('pending', 'processing')`
+    const sample = {
+      atMs: Date.now() - started,
+      unforwarded,
+      pending: open?.pending ?? 0,
+      processing: open?.processing ?? 0,
     }
+    if (sample.unforwarded === 0 && sample.pending === 0 && sample.processing === 0) {
+      return { ms: sample.atMs, samples }
+    }
+    const last = samples.at(-1)
+    if (last === undefined || sample.atMs - last.atMs >= DRAIN_SAMPLE_MS) samples.push(sample)
     await new Promise((resolve) => setTimeout(resolve, 500))
   }
-  return undefined
+  return { ms: undefined, samples }
 }
 
 export async function runChecks(

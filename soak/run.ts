@@ -68,14 +68,15 @@ async function main(): Promise<boolean> {
   await new Promise((resolve) => setTimeout(resolve, Math.max(0, loadEnds - Date.now())))
   const faultsEnded = Date.now()
   await load.stop(RETRY_TIMEOUT_MS)
-  const drainMs = await waitForDrain(stack, load.stats, destination, DRAIN_TIMEOUT_MS)
+  const retriesSeconds = (Date.now() - faultsEnded) / 1000
+  const drain = await waitForDrain(stack, load.stats, destination, DRAIN_TIMEOUT_MS)
   const drainSeconds = (Date.now() - faultsEnded) / 1000
   const verdicts: Verdict[] = await runChecks(stack, load.stats, destination, faults.agentKeys)
   verdicts.unshift({
     name: 'backlog drained',
-    ok: drainMs !== undefined,
+    ok: drain.ms !== undefined,
     detail:
-      drainMs === undefined
+      drain.ms === undefined
         ? `not within ${DRAIN_TIMEOUT_MS / 1000} s of the last retry`
         : `${drainSeconds.toFixed(1)} s after the load stopped (its retries included)`,
   })
@@ -98,7 +99,16 @@ async function main(): Promise<boolean> {
     '',
     `forwards: ${destination.taken.size} unique, ${repeats} repeats; destination answers: ${[...destination.answers].map(([s, n]) => `${n}×${s}`).join(', ')}`,
     `events FAILED: ${failed[0]?.n ?? 0}; agent operations reported unknown: ${faults.agentKeys.length}`,
-    `time to drain: ${drainSeconds.toFixed(1)} s after the load stopped; whole run ${((Date.now() - started) / 1000).toFixed(0)} s`,
+    `time to drain: ${drainSeconds.toFixed(1)} s after the load stopped: ${retriesSeconds.toFixed(1)} s for the load's last retries, then ${(drainSeconds - retriesSeconds).toFixed(1)} s for the ledger; whole run ${((Date.now() - started) / 1000).toFixed(0)} s`,
+    ...(drain.samples.length === 0
+      ? []
+      : [
+          'what the drain waited for (s after the retries: answered 200 not yet forwarded, events pending, processing):',
+          ...drain.samples.map(
+            (s) =>
+              `  ${(s.atMs / 1000).toFixed(1).padStart(6)}  ${s.unforwarded}  ${s.pending}  ${s.processing}`,
+          ),
+        ]),
     '',
     'checks:',
     ...verdicts.map((verdict) => `  ${verdict.ok ? 'PASS' : 'FAIL'}  ${verdict.name}: ${verdict.detail}`),
