@@ -156,15 +156,25 @@ export async function leaseEvents(
       returning e.id, e.lease_token, e.source, e.event_id, e.event_type, e.headers, e.attempts,
                 e.received_at, e.status, e.lease_until, e.trace_parent),
     bodies as (
-      -- The bytes, from the table the claim wrote them to with the row (migration 0020).
-      select p.event_row_id as id, p.body from inbound_event_payloads p join leased l on l.id = p.event_row_id
-      where p.event_row_id between ${ids.lowest}::uuid and ${ids.highest}::uuid),
+      -- Each leased row with its bytes and the run id its forward claim is recorded under, computed
+      -- once. The bytes are one primary-key probe per row (the table the claim wrote them to with the
+      -- row: migration 0020), in a subquery so that no plan can scan every payload between the
+      -- batch's lowest and highest id instead: a relay's or a retry's batch may span hours of them.
+      -- Everything after joins this one relation: the planner takes every CTE for one row and joins
+      -- two of them by a nested loop, which, with each row's claim found by a subquery that rendered
+      -- its id as text for every claim, compared every row with every other (a third of the CPU).
+      select l.*, l.id::text || '/' || l.attempts as run_id,
+             (select p.body from inbound_event_payloads p
+              where p.event_row_id = l.id
+                and p.event_row_id between ${ids.lowest}::uuid and ${ids.highest}::uuid) as body
+      from leased l),
     claim_input as (
       -- The claim the forward's invoke would make (src/delivery/source-forward.ts): the key is
       -- stepKey([source, event id], 'forward'), the payload hash is payloadHash({ source, eventId,
       -- bodySha256 }), RFC 8785 JSON whose keys sort as written here and whose strings to_json escapes
       -- as JSON.stringify does. test/queue/forward-claim.test.ts holds both to the same answers.
-      -- stepKey measures in UTF-16 units: characters plus one per character beyond U+FFFF. A key
+      -- stepKey measures in UTF-16 units: characters plus one per character beyond U+FFFF (an ASCII
+      -- string, one byte per character, is counted without the regular expression). A key
       -- over 255 has each part over 64 replaced by '%h' and its base64url sha256 (src/outbound/keys.ts);
       -- with a source of at most 63 characters that always fits, so its last resort is never needed.
       select c.key, 'forward'::text as tool, 'idempotent'::effect_class as effect,
@@ -174,18 +184,19 @@ export async function leaseEvents(
              jsonb_build_object('source', l.source, 'eventId', l.event_id, 'bodySha256', c.body_sha256)::text
                as args,
              gen_random_uuid() as lease_token, f.lease_ms, 'runtime'::text as actor, null::text as undo_ref,
-             l.id::text || '/' || l.attempts as run_id, split_part(l.trace_parent, '-', 2) as trace_id,
+             l.run_id, split_part(l.trace_parent, '-', 2) as trace_id,
              null::text as tool_call_id,
              row_number() over (order by l.id) as position
-      from leased l
-      join bodies b using (id)
+      from bodies l
       join unnest(${forwards.sources}::text[], ${forwards.leaseMs}::int[]) as f(source, lease_ms)
         on f.source = l.source
       cross join lateral (select s.source, s.event_id,
-        char_length(s.source) + char_length(regexp_replace(s.source, '[^\\U00010000-\\U0010FFFF]', '', 'g'))
-          as source_units,
-        char_length(s.event_id) + char_length(regexp_replace(s.event_id, '[^\\U00010000-\\U0010FFFF]', '', 'g'))
-          as event_id_units
+        case when octet_length(s.source) = char_length(s.source) then char_length(s.source)
+          else char_length(s.source) + char_length(regexp_replace(s.source, '[^\\U00010000-\\U0010FFFF]', '', 'g'))
+        end as source_units,
+        case when octet_length(s.event_id) = char_length(s.event_id) then char_length(s.event_id)
+          else char_length(s.event_id) + char_length(regexp_replace(s.event_id, '[^\\U00010000-\\U0010FFFF]', '', 'g'))
+        end as event_id_units
         from (select replace(replace(l.source, '%', '%25'), ':', '%3A') as source,
                      replace(replace(l.event_id, '%', '%25'), ':', '%3A') as event_id) s) p
       cross join lateral (select
@@ -198,13 +209,12 @@ export async function leaseEvents(
                   else '%h' || translate(encode(sha256(convert_to(p.event_id, 'UTF8')), 'base64'), '+/=', '-_') end)
             || ':forward'
         end as key,
-        encode(sha256(b.body), 'hex') as body_sha256) c),
+        encode(sha256(l.body), 'hex') as body_sha256) c
+      where l.body is not null),
     ${freshClaimWrites(client)}
-    select l.id, l.lease_token, true as leased, l.source, l.event_id, l.event_type, b.body, l.headers, l.attempts,
-           l.received_at, l.status, l.lease_until,
-           (select row_to_json(n) from inserted n where n.run_id = l.id::text || '/' || l.attempts) as forward_claim,
-           l.trace_parent
-    from leased l left join bodies b using (id)
+    select l.id, l.lease_token, true as leased, l.source, l.event_id, l.event_type, l.body, l.headers, l.attempts,
+           l.received_at, l.status, l.lease_until, row_to_json(n) as forward_claim, l.trace_parent
+    from bodies l left join inserted n on n.run_id = l.run_id
     union all
     select e.id, e.lease_token, false, e.source, e.event_id, null, null, null, e.attempts, e.received_at,
            e.status, e.lease_until, null, null
