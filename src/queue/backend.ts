@@ -76,6 +76,12 @@ export interface BullmqBackend extends BackendBase {
   kind: 'bullmq'
   /** Readiness: Redis answers, with its eviction policy and whether it takes writes (redis-health.ts). */
   inspect(): Promise<RedisCondition>
+  /**
+   * True when Redis no longer holds the marker this deployment keeps under its prefix, which it then
+   * sets again: Redis was flushed, restarted without persistence, failed over to an empty replica or
+   * never had it (the first start), so the queue's jobs may be gone with it. One process sees it.
+   */
+  storeEmptied(): Promise<boolean>
   /** The connection that adds jobs is up now (it notices a Redis gone at once, not at the next check). */
   connected(): boolean
   /** The BullMQ queues made so far, for a dashboard that reads Redis directly. */

@@ -70,6 +70,10 @@ export function createBullmqBackend(options: { url: string; prefix: string; logg
       if (['wait', 'connecting', 'connect'].includes(producer.status)) await once(producer, 'ready')
       return inspectRedis(producer, `${prefix}:hookledger:write-probe`)
     },
+    async storeEmptied() {
+      // SET NX answers OK only when the key was missing: one round trip that both tests and re-arms.
+      return (await producer.set(`${prefix}:hookledger:store-marker`, String(Date.now()), 'NX')) === 'OK'
+    },
     connected: () => producer.status === 'ready',
     queues: () => queues,
     async close() {

@@ -21,6 +21,12 @@ export interface RelayDependencies {
   logger: Logger
   /** First hand every unfinished row to the queue: set when the queue's jobs died with the last process. */
   resumeAtStart?: boolean
+  /**
+   * Asked before each pass: whether the queue's store lost its data since it was last asked (a
+   * flushed or restarted Redis). The pass then hands every unfinished row to the queue, as at start,
+   * instead of finding them one orphan period later. BullMQ's backend only.
+   */
+  storeEmptied?: () => Promise<boolean>
   /** Milliseconds now; tests move it by hand. */
   clock?: () => number
   /** A pass running this long is logged as stuck (every this long until it ends). */
@@ -72,6 +78,12 @@ export function startRelay(deps: RelayDependencies): Relay {
 
   const tick = async () => {
     interrupted = false
+    if (deps.storeEmptied !== undefined && (await deps.storeEmptied())) {
+      deps.logger.warn(
+        "the queue's Redis holds none of its data (flushed, restarted or new): handing every unfinished row to the queue",
+      )
+      resume = true
+    }
     // Cleared only once the pass succeeds, so a Postgres still starting up gets it retried.
     const resumed = resume ? await resumeUnfinished(deps) : 0
     resume = false
@@ -181,10 +193,12 @@ async function recoverOrphans(deps: RelayDependencies, stopping: () => boolean):
 }
 
 /**
- * The in-process queue starts empty, so every row still owed work gets its job at once instead of
- * `orphanAfterMs` later. A row in backoff keeps its retry time. A PROCESSING row gets a job too: if
- * its lease is live (its holder was likely this process before a crash), processEvent finds it held
- * and looks again when the lease runs out; the row decides, so a live holder is never overtaken.
+ * The in-process queue starts empty, and so does a Redis that lost its data: every row still owed
+ * work gets its job at once instead of `orphanAfterMs` later. A row in backoff keeps its retry time.
+ * A PROCESSING row gets a job too: if its lease is live (its holder is another worker, or was this
+ * process before a crash), processEvent finds it held and looks again when the lease runs out; the
+ * row decides, so a live holder is never overtaken. A row whose job Redis still has gets a second
+ * one, which finds the row finished or held.
  */
 async function resumeUnfinished(deps: RelayDependencies): Promise<number> {
   let total = 0
@@ -200,6 +214,6 @@ async function resumeUnfinished(deps: RelayDependencies): Promise<number> {
     if (last === undefined || rows.length < CHUNK) break
     cursor = { receivedAt: last.receivedAt, id: last.id }
   }
-  if (total > 0) deps.logger.info({ count: total }, 'relay resumed the unfinished rows after start')
+  if (total > 0) deps.logger.info({ count: total }, 'relay resumed the unfinished rows')
   return total
 }

@@ -93,6 +93,10 @@ describe('jobs lost in Redis', () => {
         .toBe(0)
       expect(await probe.flushall()).toBe('OK')
       const flushedAt = Date.now()
+      // The marker whose absence tells a relay that Redis lost everything is put back: this loss is
+      // then found as an evicting Redis's is, job by job, by the orphan pass (the case below is the
+      // marker's).
+      await probe.set(`${api.service.queuePrefix}:hookledger:store-marker`, String(flushedAt))
 
       // What an evicting Redis leaves: a job id still queued whose hash (its data) is gone.
       const queue = new Queue(INBOUND_QUEUE, { connection: probe, prefix: api.service.queuePrefix })
@@ -153,4 +157,77 @@ describe('jobs lost in Redis', () => {
       await api?.close()
     }
   }, 150_000)
+
+  it('a flush while the worker runs is noticed at its next relay pass, not one orphan period later', async () => {
+    const events = 200
+    const { logger, entries } = captureLogs('info')
+    const received = new Set<string>()
+    // The destination holds every forward until the flush, so most rows wait in Redis's jobs.
+    let release: () => void = () => {}
+    const released = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const held = await startSink(async (request) => {
+      await released
+      const id = request.headers['x-hookledger-event-id']
+      if (typeof id === 'string') received.add(id)
+      return { status: 200, body: 'ok' }
+    })
+    const flushed = await createTestDatabase()
+    const probe = new Redis(redis.url, { maxRetriesPerRequest: 1 })
+    let service: TestService | undefined
+    try {
+      service = await startTestService({
+        database: flushed,
+        redisUrl: redis.url,
+        logger,
+        config: testConfig(
+          {
+            worker: { ...FAST_WORKER, concurrency: 2 },
+            // Ten minutes: an orphan pass could not find these rows within the test.
+            relay: { intervalMs: 200, graceMs: 300, orphanAfterMs: 600_000 },
+          },
+          { handler: { type: 'forward', url: held.url, timeoutMs: 30_000 } },
+        ),
+      })
+      for (let i = 0; i < events; i += 1) {
+        const eventId = `evt_flushed_${i}`
+        const body = JSON.stringify({ type: 'order.paid', eventId })
+        const response = await fetch(`${service.url}/webhooks/acme`, {
+          method: 'POST',
+          body,
+          headers: signedHeaders(body, { id: eventId }),
+        })
+        expect(response.status).toBe(200)
+        await response.arrayBuffer()
+      }
+      await expect
+        .poll(
+          async () =>
+            (await flushed.sql`select count(*)::int as n from inbound_events where enqueued_at is null`)[0]
+              ?.n,
+          { timeout: 20_000 },
+        )
+        .toBe(0)
+      const noticedBefore = entries().filter((line) =>
+        String(line.msg).startsWith("the queue's Redis holds none"),
+      )
+      expect(await probe.flushall()).toBe('OK')
+      const flushedAt = Date.now()
+      release()
+      await expect.poll(() => received.size, { timeout: 20_000, interval: 250 }).toBe(events)
+      console.info(
+        `${events} rows whose jobs a FLUSHALL took forwarded ${Date.now() - flushedAt} ms after it`,
+      )
+      const noticed = entries().filter((line) => String(line.msg).startsWith("the queue's Redis holds none"))
+      expect(noticed.length - noticedBefore.length).toBe(1)
+      expect(await probe.get(`${service.service.queuePrefix}:hookledger:store-marker`)).not.toBeNull()
+    } finally {
+      release()
+      probe.disconnect()
+      await service?.close()
+      await held.close()
+      await flushed.drop()
+    }
+  }, 90_000)
 })
