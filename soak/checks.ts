@@ -19,7 +19,10 @@ const SETTLED = ['completed', 'compensated', 'exhausted', 'failed', 'abandoned']
 export interface DrainSample {
   atMs: number
   unforwarded: number
-  pending: number
+  /** PENDING rows no attempt has leased yet: their job is queued, or lost. */
+  pendingUnattempted: number
+  /** PENDING rows after an attempt: a retry waiting out its backoff, or a paused route. */
+  pendingRetrying: number
   processing: number
 }
 
@@ -42,17 +45,20 @@ export async function waitForDrain(
   const samples: DrainSample[] = []
   while (Date.now() - started < timeoutMs) {
     const unforwarded = [...stats.answered200].filter((id) => !destination.taken.has(id)).length
-    const [open] = await stack.database.sql<{ pending: number; processing: number }[]>`
-      select count(*) filter (where status = 'pending')::int as pending,
+    const [open] = await stack.database.sql<{ unattempted: number; retrying: number; processing: number }[]>`
+      select count(*) filter (where status = 'pending' and attempts = 0)::int as unattempted,
+             count(*) filter (where status = 'pending' and attempts > 0)::int as retrying,
              count(*) filter (where status = 'processing')::int as processing
       from inbound_events where status in ('pending', 'processing')`
     const sample = {
       atMs: Date.now() - started,
       unforwarded,
-      pending: open?.pending ?? 0,
+      pendingUnattempted: open?.unattempted ?? 0,
+      pendingRetrying: open?.retrying ?? 0,
       processing: open?.processing ?? 0,
     }
-    if (sample.unforwarded === 0 && sample.pending === 0 && sample.processing === 0) {
+    const stillOpen = sample.pendingUnattempted + sample.pendingRetrying + sample.processing
+    if (sample.unforwarded === 0 && stillOpen === 0) {
       return { ms: sample.atMs, samples }
     }
     const last = samples.at(-1)

@@ -103,10 +103,10 @@ async function main(): Promise<boolean> {
     ...(drain.samples.length === 0
       ? []
       : [
-          'what the drain waited for (s after the retries: answered 200 not yet forwarded, events pending, processing):',
+          'what the drain waited for (s after the retries: answered 200 not yet forwarded; events pending, never attempted; pending after an attempt; processing):',
           ...drain.samples.map(
             (s) =>
-              `  ${(s.atMs / 1000).toFixed(1).padStart(6)}  ${s.unforwarded}  ${s.pending}  ${s.processing}`,
+              `  ${(s.atMs / 1000).toFixed(1).padStart(6)}  ${s.unforwarded}  ${s.pendingUnattempted}  ${s.pendingRetrying}  ${s.processing}`,
           ),
         ]),
     '',
