@@ -36,6 +36,7 @@ import { createLogger } from '../src/logger.js'
 import { type Child, startChild } from '../test/support/child.js'
 import { adminDatabaseUrl, testRedisUrl } from '../test/support/env.js'
 import { createBaselineTable } from './baseline-forwarder.js'
+import { cpuMs, cpuMsOf, machineTicks, startBackendsCpu } from './cpu.js'
 import { type Destination, startDestination } from './destination.js'
 import { type DrainPair, type DrainResult, drainRatio, profileFlags, runDrain } from './drain.js'
 import { runLedgerAtScale } from './ledger-at-scale.js'
@@ -109,6 +110,13 @@ interface FullResult {
   repeats: number
   /** What the run cost the system's database (forwarding runs on a database of their own). */
   cost?: LedgerCost
+  /**
+   * CPU per accepted event from the load's start to the last forward (or the load's end): the
+   * system's process, its database's PostgreSQL backends (none for embedded mode, whose server is
+   * its own), redis-server (the whole server), and the machine's two cores (the load generator and
+   * the destination included), busy %.
+   */
+  cpu: { processMs: number; postgresMs: number | undefined; redisMs: number; machineBusyPercent: number }
 }
 
 /**
@@ -119,16 +127,30 @@ async function runFull(
   start: () => Promise<Child>,
   destination: Destination,
   forwarding: boolean,
-  databaseUrl?: string,
+  options: { databaseUrl?: string; backends?: { admin: postgres.Sql; databaseName: string } } = {},
 ): Promise<FullResult> {
   const full = await start()
-  const meter = databaseUrl === undefined ? undefined : await startLedgerCost(databaseUrl)
+  const meter = options.databaseUrl === undefined ? undefined : await startLedgerCost(options.databaseUrl)
   let result: FullResult | undefined
   try {
     destination.reset()
+    const backends =
+      options.backends === undefined
+        ? undefined
+        : await startBackendsCpu(options.backends.admin, options.backends.databaseName)
+    const processBefore = cpuMs(full.process.pid)
+    const redisBefore = cpuMsOf('redis-server')
+    const ticksBefore = machineTicks()
     const load_ = await load(full.url)
     const loadEnded = Date.now()
-    result = { load: load_, forwarding, lagSeconds: undefined, deliveredPerSecond: undefined, repeats: 0 }
+    result = {
+      load: load_,
+      forwarding,
+      lagSeconds: undefined,
+      deliveredPerSecond: undefined,
+      repeats: 0,
+      cpu: { processMs: 0, postgresMs: undefined, redisMs: 0, machineBusyPercent: 0 },
+    }
     if (forwarding) {
       try {
         const { lastAt } = await destination.waitFor(load_.accepted, 120_000)
@@ -138,6 +160,15 @@ async function runFull(
         // Not every forward arrived in time: nothing below the load is measured.
       }
       result.repeats = destination.repeats()
+    }
+    const per = (ms: number) => ms / Math.max(load_.accepted, 1)
+    const ticks = machineTicks()
+    result.cpu = {
+      processMs: per(cpuMs(full.process.pid) - processBefore),
+      postgresMs: backends === undefined ? undefined : per(await backends.stop()),
+      redisMs: per(cpuMsOf('redis-server') - redisBefore),
+      machineBusyPercent:
+        (100 * (ticks.busy - ticksBefore.busy)) / Math.max(ticks.total - ticksBefore.total, 1),
     }
   } finally {
     await full.kill('SIGTERM')
@@ -247,16 +278,18 @@ function intakeTable(
         ? 'not within 120 s'
         : `${r.lagSeconds.toFixed(1)} s${r.repeats > 0 ? `, ${r.repeats} repeats` : ''}`
     const delivered = r.deliveredPerSecond === undefined ? '–' : r.deliveredPerSecond.toFixed(0)
-    return `| ${label} | ${r.load.acceptedPerSecond.toFixed(0)} | ${r.load.p50} | ${r.load.p99} | ${r.load.non2xx} | ${r.load.errors} | ${lag} | ${delivered} |`
+    const { processMs, postgresMs, redisMs, machineBusyPercent } = r.cpu
+    const cpu = `${processMs.toFixed(2)} | ${postgresMs?.toFixed(2) ?? '–'} | ${redisMs.toFixed(2)} | ${machineBusyPercent.toFixed(0)}`
+    return `| ${label} | ${r.load.acceptedPerSecond.toFixed(0)} | ${r.load.p50} | ${r.load.p99} | ${r.load.non2xx} | ${r.load.errors} | ${lag} | ${delivered} | ${cpu} |`
   }
   const full = rows.find((r) => r.name === 'redis')?.result
   const alone = rows.find((r) => r.name === 'api')?.result
   const ratio = (a: number | undefined, b: number | undefined) =>
     a === undefined || b === undefined ? '–' : (a / b).toFixed(2)
   return [
-    '| path | accepted/s | p50 ms | p99 ms | non-2xx | errors | forwards done after the load | delivered/s, load start to last forward |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|',
-    `| bare Hono route (reads the body; the HTTP ceiling) | ${bare.acceptedPerSecond.toFixed(0)} | ${bare.p50} | ${bare.p99} | ${bare.non2xx} | ${bare.errors} | – | – |`,
+    '| path | accepted/s | p50 ms | p99 ms | non-2xx | errors | forwards done after the load | delivered/s, load start to last forward | process CPU ms/event | PostgreSQL CPU ms/event (its backends) | Redis CPU ms/event (whole server) | machine busy % |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    `| bare Hono route (reads the body; the HTTP ceiling) | ${bare.acceptedPerSecond.toFixed(0)} | ${bare.p50} | ${bare.p99} | ${bare.non2xx} | ${bare.errors} | – | – | – | – | – | – |`,
     row(
       'hand-written receiver + worker in one process (verify, insert, enqueue; bench/baseline-receiver.ts)',
       handWritten.forwarding,
@@ -423,21 +456,30 @@ async function main() {
       databases.add('hand').add('handalone')
       const handWritten = {
         forwarding: await withHandWritten(system('hand'), destination, true, (start) =>
-          runFull(start, destination, true, databaseUrl('hand')),
+          runFull(start, destination, true, {
+            databaseUrl: databaseUrl('hand'),
+            backends: { admin, databaseName: databaseName('hand') },
+          }),
         ),
         alone: await withHandWritten(system('handalone'), destination, false, (start) =>
-          runFull(start, destination, false),
+          runFull(start, destination, false, {
+            backends: { admin, databaseName: databaseName('handalone') },
+          }),
         ),
       }
       const rows: { name: string; label: string; result: FullResult }[] = []
       for (const variant of variants) {
         const forwarding = variant.role !== 'api'
-        const metered = variant.name === 'redis' ? databaseUrl('redis') : undefined
         const result = await runFull(
           hookledger(`full-${variant.name}`, variant.env, variant.role),
           destination,
           forwarding,
-          metered,
+          {
+            ...(variant.name === 'redis' ? { databaseUrl: databaseUrl('redis') } : {}),
+            ...(variant.name === 'embedded'
+              ? {}
+              : { backends: { admin, databaseName: databaseName(variant.name) } }),
+          },
         )
         rows.push({ name: variant.name, label: variant.label, result })
       }
