@@ -77,11 +77,13 @@ export interface BullmqBackend extends BackendBase {
   /** Readiness: Redis answers, with its eviction policy and whether it takes writes (redis-health.ts). */
   inspect(): Promise<RedisCondition>
   /**
-   * True when Redis no longer holds the marker this deployment keeps under its prefix, which it then
-   * sets again: Redis was flushed, restarted without persistence, failed over to an empty replica or
-   * never had it (the first start), so the queue's jobs may be gone with it. One process sees it.
+   * True when Redis does not hold the marker this deployment keeps under its prefix: Redis was
+   * flushed, restarted without persistence, failed over to an empty replica or never had it (the
+   * first start), so the queue's jobs may be gone with it.
    */
   storeEmptied(): Promise<boolean>
+  /** Sets the marker again, once every unfinished row is back in the queue. */
+  markStore(): Promise<void>
   /** The connection that adds jobs is up now (it notices a Redis gone at once, not at the next check). */
   connected(): boolean
   /** The BullMQ queues made so far, for a dashboard that reads Redis directly. */

@@ -18,6 +18,8 @@ export function createBullmqBackend(options: { url: string; prefix: string; logg
   producer.on('error', () => {}) // reported by readiness and by the enqueue that fails
   const queues: Queue[] = []
   const consumers: RedisConnection[] = []
+  // Under the deployment's prefix: present while Redis still holds what this deployment wrote.
+  const storeMarker = `${prefix}:hookledger:store-marker`
   return {
     kind: 'bullmq',
     queue<D>(name: string, defaults: JobDefaults) {
@@ -71,8 +73,10 @@ export function createBullmqBackend(options: { url: string; prefix: string; logg
       return inspectRedis(producer, `${prefix}:hookledger:write-probe`)
     },
     async storeEmptied() {
-      // SET NX answers OK only when the key was missing: one round trip that both tests and re-arms.
-      return (await producer.set(`${prefix}:hookledger:store-marker`, String(Date.now()), 'NX')) === 'OK'
+      return (await producer.exists(storeMarker)) === 0
+    },
+    async markStore() {
+      await producer.set(storeMarker, String(Date.now()))
     },
     connected: () => producer.status === 'ready',
     queues: () => queues,

@@ -22,11 +22,14 @@ export interface RelayDependencies {
   /** First hand every unfinished row to the queue: set when the queue's jobs died with the last process. */
   resumeAtStart?: boolean
   /**
-   * Asked before each pass: whether the queue's store lost its data since it was last asked (a
-   * flushed or restarted Redis). The pass then hands every unfinished row to the queue, as at start,
-   * instead of finding them one orphan period later. BullMQ's backend only.
+   * Asked before each pass: whether the queue's store lost its data (a flushed or restarted Redis).
+   * The pass then hands every unfinished row to the queue, as at start, instead of finding them one
+   * orphan period later, and only then marks the store (`markStore`): a relay that dies before its
+   * pass committed leaves the store unmarked, so the next pass of any process resumes in its place.
+   * Two relays that both see it resume the same rows, which costs a second job per row, whose run
+   * finds the row finished or leased. BullMQ's backend only.
    */
-  storeEmptied?: () => Promise<boolean>
+  store?: { emptied(): Promise<boolean>; mark(): Promise<void> }
   /** Milliseconds now; tests move it by hand. */
   clock?: () => number
   /** A pass running this long is logged as stuck (every this long until it ends). */
@@ -76,17 +79,24 @@ export function startRelay(deps: RelayDependencies): Relay {
   let interrupted = false
   const stopping = () => interrupted
 
+  // The store's loss, said once per loss: a pass that fails after it finds the store unmarked again.
+  let storeLossLogged = false
   const tick = async () => {
     interrupted = false
-    if (deps.storeEmptied !== undefined && (await deps.storeEmptied())) {
+    const storeEmptied = deps.store !== undefined && (await deps.store.emptied())
+    if (storeEmptied && !storeLossLogged) {
       deps.logger.warn(
         "the queue's Redis holds none of its data (flushed, restarted or new): handing every unfinished row to the queue",
       )
-      resume = true
+      storeLossLogged = true
     }
     // Cleared only once the pass succeeds, so a Postgres still starting up gets it retried.
-    const resumed = resume ? await resumeUnfinished(deps) : 0
+    const resumed = resume || storeEmptied ? await resumeUnfinished(deps) : 0
     resume = false
+    if (storeEmptied) {
+      await deps.store?.mark()
+      storeLossLogged = false
+    }
     const enqueued = await enqueueUnqueued(deps, stopping)
     const startedAt = clock()
     if (startedAt - lastOrphanPass < orphanPassEveryMs) return resumed + enqueued

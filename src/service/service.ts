@@ -377,7 +377,10 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         // The in-process queue died with the last process: resume its rows now, not orphanAfterMs later.
         resumeAtStart: backend.kind === 'in-process',
         // So does a flushed or restarted Redis: its loss is noticed at the next pass.
-        storeEmptied: backend.kind === 'bullmq' ? () => backend.storeEmptied() : undefined,
+        store:
+          backend.kind === 'bullmq'
+            ? { emptied: () => backend.storeEmptied(), mark: () => backend.markStore() }
+            : undefined,
       })
     : undefined
   const retention = runsWorker

@@ -1,10 +1,13 @@
 import { randomUUID } from 'node:crypto'
 import { eq, inArray, sql } from 'drizzle-orm'
+import type postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { claimEvents } from '../../src/db/claims.js'
+import { type Database, openLedger } from '../../src/db/client.js'
 import { inboundEvents } from '../../src/db/schema.js'
 import { noFailpoints } from '../../src/failpoints.js'
 import { createLogger } from '../../src/logger.js'
+import { createBullmqBackend } from '../../src/queue/bullmq.js'
 import { createEnqueuer } from '../../src/queue/enqueuer.js'
 import { createInProcessBackend } from '../../src/queue/in-process.js'
 import {
@@ -15,7 +18,10 @@ import {
   processEventJobOptions,
 } from '../../src/queue/jobs.js'
 import { type RelayDependencies, startRelay } from '../../src/queue/relay.js'
+import { freePort } from '../support/child.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { startRedisServer } from '../support/redis-server.js'
+import { uniquePrefix } from '../support/stack.js'
 
 let database: TestDatabase
 
@@ -202,5 +208,53 @@ describe('relay: orphan recovery', () => {
     now += 10_000
     expect(await relay.tick()).toBe(0)
     await queue.close()
+  })
+})
+
+describe('relay: a Redis that lost its data', () => {
+  it('a relay whose resume pass fails leaves the store unmarked: the next relay resumes in its place', async () => {
+    const redis = await startRedisServer()
+    const logger = createLogger('silent')
+    const backend = createBullmqBackend({ url: redis.url, prefix: uniquePrefix(), logger })
+    const queue = backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions)
+    // A database that refuses connections: the resume pass of this relay fails, as one whose
+    // process died before it committed never finishes.
+    const unreachable = openLedger(`postgres://postgres@127.0.0.1:${await freePort()}/nowhere`, { max: 1 })
+    const settings = { intervalMs: 60_000, graceMs: 60_000, orphanAfterMs: 3_600_000 }
+    const store = { emptied: () => backend.storeEmptied(), mark: () => backend.markStore() }
+    const relayOn = async (ledger: { db: Database; sql: postgres.Sql }) => {
+      const enqueuer = createEnqueuer({ queue, sql: ledger.sql, logger, failpoints: noFailpoints })
+      const relay = startRelay({ db: ledger.db, queue, enqueuer, logger, settings, store })
+      await relay.stop()
+      return relay
+    }
+    try {
+      const ids = await claimRows(Array.from({ length: 30 }, (_, i) => `evt_unmarked_${i}`))
+      // Enqueued a minute ago: their jobs went with Redis's data, and no orphan pass is due.
+      await database.db
+        .update(inboundEvents)
+        .set({ enqueuedAt: sql`now() - interval '1 minute'` })
+        .where(inArray(inboundEvents.id, ids))
+      expect(await backend.storeEmptied()).toBe(true)
+
+      const failing = await relayOn(unreachable)
+      await expect(failing.tick()).rejects.toThrow()
+      expect(await backend.storeEmptied()).toBe(true)
+
+      const healthy = await relayOn(database)
+      expect(await healthy.tick()).toBeGreaterThanOrEqual(ids.length)
+      const [bullmqQueue] = backend.queues()
+      const waiting = (await bullmqQueue?.getJobs(['waiting'])) ?? []
+      const carried = waiting.flatMap((job) => (job.data as ProcessEventData).eventRowIds)
+      expect(carried).toEqual(expect.arrayContaining(ids))
+      expect(await backend.storeEmptied()).toBe(false)
+      // Marked: the next pass resumes nothing.
+      expect(await healthy.tick()).toBe(0)
+    } finally {
+      await unreachable.close()
+      await queue.close()
+      await backend.close()
+      await redis.stop()
+    }
   })
 })
