@@ -24,6 +24,7 @@ import { buildConfig } from '../src/service/config.js'
 import { type Child, startChild } from '../test/support/child.js'
 import { testRedisUrl } from '../test/support/env.js'
 import { migrationsUpTo } from '../test/support/migrations.js'
+import { addPastPeriods } from '../test/support/periods.js'
 import { cpuMs } from './cpu.js'
 import type { Destination } from './destination.js'
 import { type DrainResult, hookledgerDrain, removeQueueKeys } from './drain.js'
@@ -215,17 +216,6 @@ async function periodSuffix(sql: postgres.Sql, starts: Date): Promise<string> {
   return row.suffix
 }
 
-/** The periods of `days` days back (each a UTC day), those that do not exist yet. */
-async function addPeriods(sql: postgres.Sql, today: Date, days: number[]): Promise<void> {
-  for (const daysAgo of days) {
-    const starts = dayStart(today, daysAgo).toISOString()
-    const ends = dayStart(today, daysAgo - 1).toISOString()
-    await sql`
-      select hookledger_add_ledger_period(${starts}::timestamptz, ${ends}::timestamptz)
-      where not exists (select 1 from ledger_periods where starts = ${starts}::timestamptz)`
-  }
-}
-
 interface Fill {
   rows: number
   insertMs: number
@@ -243,11 +233,10 @@ async function fillHistory(
     if (options.partitioned) {
       // Every period from the oldest day to yesterday, as a ledger that ran all along has them.
       const oldest = Math.max(...options.days)
-      await addPeriods(
-        sql,
-        options.today,
-        Array.from({ length: oldest }, (_, i) => oldest - i),
-      )
+      await addPastPeriods(sql, {
+        daysAgo: Array.from({ length: oldest }, (_, i) => oldest - i),
+        today: options.today,
+      })
     }
     const started = performance.now()
     for (const daysAgo of options.days) {
@@ -600,11 +589,7 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
     const emptyConfig = serviceConfig('empty')
     const oldest = Math.max(...historyDays)
     const periodCount = await createLedger(periods, async (sql) => {
-      await addPeriods(
-        sql,
-        today,
-        Array.from({ length: oldest }, (_, i) => oldest - i),
-      )
+      await addPastPeriods(sql, { daysAgo: Array.from({ length: oldest }, (_, i) => oldest - i), today })
       await sql`vacuum analyze`
     })
     const periodsIntake = await intake(options, serviceConfig('periods'), periods.url, options.loadSeconds)
@@ -658,7 +643,7 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
     const refill = postgres(history.url, { max: 1, onnotice: () => {} })
     const refillStarted = performance.now()
     try {
-      await addPeriods(refill, today, [EXPIRED_DAY])
+      await addPastPeriods(refill, { daysAgo: [EXPIRED_DAY], today })
       await fillDay(refill, {
         today,
         daysAgo: EXPIRED_DAY,

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { claimEvents } from '../../src/db/claims.js'
 import { eventFilterConditions } from '../../src/db/event-queries.js'
 import { inboundEvents } from '../../src/db/schema.js'
-import { addPeriodsSince } from '../support/periods.js'
+import { addPastPeriods } from '../support/periods.js'
 import { type ApiStack, createApiStack, testConfig } from '../support/stack.js'
 import { seedEvent } from './seed.js'
 
@@ -154,7 +154,7 @@ describe('a payload search over more events than it reads newest first', () => {
   // 2,100 events of one kind, newest last, and one of another kind older than all of them: the
   // search reads the newest 2,000 (PAYLOAD_WALK_ROWS) one by one, then asks the body index.
   beforeAll(async () => {
-    await addPeriodsSince(stack.database.sql, '1 hour')
+    await addPastPeriods(stack.database.sql, { since: '1 hour' })
     await stack.database.sql`
       with seeded as (
         select n, now() - interval '1 hour' + n * interval '1 millisecond' as at,

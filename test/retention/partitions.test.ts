@@ -14,6 +14,7 @@ import { periodKeepDays } from '../../src/retention/partitions.js'
 import { buildConfig } from '../../src/service/config.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { captureLogs } from '../support/log-capture.js'
+import { addPastPeriods } from '../support/periods.js'
 import { signedHeaders } from '../support/signing.js'
 import { createApiStack, testConfig } from '../support/stack.js'
 
@@ -38,14 +39,6 @@ const event = (eventId: string, source = 'acme'): NewEvent => ({
   body: Buffer.from(`{"id":"${eventId}"}`),
   headers: {},
 })
-
-/** The UTC day `daysAgo` days before today, as a period [day, day + 1). */
-async function addPastPeriod(sql: postgres.Sql, daysAgo: number): Promise<string> {
-  const [row] = await sql<Array<{ suffix: string }>>`
-    select hookledger_add_ledger_period(d, d + interval '1 day') as suffix
-    from (select date_trunc('day', now(), 'UTC') - ${daysAgo} * interval '1 day' as d) day`
-  return String(row?.suffix)
-}
 
 /**
  * An event claimed `daysAgo` days ago, as such a claim leaves it: its row (id of that time) with an
@@ -82,8 +75,7 @@ const partitionExists = async (sql: postgres.Sql, name: string) => {
 
 describe('the partitioned ledger', () => {
   it('drops a period past every source retention whole, its five child partitions with it, deleting no row one by one', async () => {
-    const old = await addPastPeriod(database.sql, 40)
-    await addPastPeriod(database.sql, 20)
+    const [old] = await addPastPeriods(database.sql, { daysAgo: [40, 20] })
     for (let i = 0; i < 50; i++) await seedAged(database.sql, `old_${i}`, 'done', 40)
     for (let i = 0; i < 5; i++) await seedAged(database.sql, `young_${i}`, 'done', 20)
     const config = testConfig({}, { retentionDays: 30 })
@@ -105,7 +97,7 @@ describe('the partitioned ledger', () => {
   })
 
   it('keeps a period that holds an unfinished event, deletes its DONE rows one by one, and drops it once finished', async () => {
-    const period = await addPastPeriod(database.sql, 50)
+    const [period] = await addPastPeriods(database.sql, { daysAgo: [50] })
     for (let i = 0; i < 3; i++) await seedAged(database.sql, `done_${i}`, 'done', 50)
     const failed = await seedAged(database.sql, 'failed', 'failed', 50)
     const config = testConfig({}, { retentionDays: 30 })
@@ -130,7 +122,7 @@ describe('the partitioned ledger', () => {
     const [row] = await database.sql<Array<{ hours: number }>>`
       select extract(epoch from now() - date_trunc('day', now(), 'UTC')) / 3600 as hours`
     const hoursIntoToday = Number(row?.hours)
-    const period = await addPastPeriod(database.sql, 30)
+    const [period] = await addPastPeriods(database.sql, { daysAgo: [30] })
     const ageDays = 30 + Math.min(1, hoursIntoToday / 2) / 24
     for (let i = 0; i < 4; i++) await seedAged(database.sql, `edge_${i}`, 'done', ageDays)
     const config = testConfig({}, { retentionDays: 30 })
@@ -146,7 +138,7 @@ describe('the partitioned ledger', () => {
   })
 
   it('drops a period without making a claim wait, while a handler holds its transaction open', async () => {
-    const old = await addPastPeriod(database.sql, 40)
+    const [old] = await addPastPeriods(database.sql, { daysAgo: [40] })
     await seedAged(database.sql, 'old', 'done', 40)
     const [current] = await claimEvents(database.sql, [event('held_by_a_handler')])
     // A handler's transaction: it holds its event's row (and so a lock on inbound_events) for as long
@@ -174,7 +166,7 @@ describe('the partitioned ledger', () => {
   })
 
   it('finishes a drop an earlier pass left half-way, and attaches back a period found unfinished once detached', async () => {
-    const halfway = await addPastPeriod(database.sql, 45)
+    const [halfway] = await addPastPeriods(database.sql, { daysAgo: [45] })
     await seedAged(database.sql, 'halfway', 'done', 45)
     // A pass that stopped after detaching the events and the attempts.
     await database.sql`alter table inbound_events detach partition ${database.sql(`inbound_events_${halfway}`)}`
@@ -184,7 +176,7 @@ describe('the partitioned ledger', () => {
       expect(await partitionExists(database.sql, `${table}_${halfway}`), table).toBe(false)
     }
     // Detached with a FAILED event in it (replayed between the first look and the detach): back it goes.
-    const held = await addPastPeriod(database.sql, 46)
+    const [held] = await addPastPeriods(database.sql, { daysAgo: [46] })
     const failed = await seedAged(database.sql, 'replayed', 'failed', 46)
     await database.sql`alter table inbound_events detach partition ${database.sql(`inbound_events_${held}`)}`
     expect(await dropPeriod(database.sql, held)).toEqual({ suffix: held, unfinished: 1, dropped: false })
@@ -194,7 +186,7 @@ describe('the partitioned ledger', () => {
   })
 
   it('answers a delivery of an event whose period was dropped as a duplicate until its key generation expires', async () => {
-    await addPastPeriod(database.sql, 40)
+    await addPastPeriods(database.sql, { daysAgo: [40] })
     const gone = await seedAged(database.sql, 'gone', 'done', 40)
     // Two generations before the current one: one whose keys are still inside a 30-day window, one
     // whose are not.
