@@ -24,7 +24,7 @@ export interface RelayDependencies {
   /**
    * Asked before each pass: whether the queue's store lost its data (a flushed or restarted Redis).
    * The pass then hands every unfinished row to the queue, as at start, instead of finding them one
-   * orphan period later, and only then marks the store (`markStore`): a relay that dies before its
+   * orphan period later, and only then marks the store (`mark`): a relay that dies before its
    * pass committed leaves the store unmarked, so the next pass of any process resumes in its place.
    * Two relays that both see it resume the same rows, which costs a second job per row, whose run
    * finds the row finished or leased. BullMQ's backend only.
@@ -79,7 +79,7 @@ export function startRelay(deps: RelayDependencies): Relay {
   let interrupted = false
   const stopping = () => interrupted
 
-  // The store's loss, said once per loss: a pass that fails after it finds the store unmarked again.
+  // Said once per loss: a pass that fails before it marks the store finds it unmarked again.
   let storeLossLogged = false
   const tick = async () => {
     interrupted = false
