@@ -20,6 +20,7 @@ import { migrateLedger } from '../src/db/migrate.js'
 import { createLogger } from '../src/logger.js'
 import { type Child, freePort, startChild } from '../test/support/child.js'
 import { testRedisUrl } from '../test/support/env.js'
+import { addPastPeriods } from '../test/support/periods.js'
 import { startDestination } from './destination.js'
 import { BENCH_SECRET, DRAIN_BODY_BYTES, signedRequest } from './signing.js'
 
@@ -403,10 +404,7 @@ async function main() {
     await migrateLedger(cluster.url('ledger'), createLogger('warn'))
     if (PAST_DAYS > 0) {
       const ledger = postgres(cluster.url('ledger'), { max: 1, onnotice: () => {} })
-      await ledger`
-        select hookledger_add_ledger_period(day, day + interval '1 day')
-        from generate_series(date_trunc('day', now(), 'UTC') - ${PAST_DAYS} * interval '1 day',
-                             date_trunc('day', now(), 'UTC') - interval '1 day', interval '1 day') as day`
+      await addPastPeriods(ledger, { daysAgo: Array.from({ length: PAST_DAYS }, (_, i) => PAST_DAYS - i) })
       await ledger.end()
     }
     const configPath = join(folder, 'config.json')

@@ -36,6 +36,7 @@ import { migrateLedger } from '../src/db/migrate.js'
 import { createLogger } from '../src/logger.js'
 import { type Child, startChild } from '../test/support/child.js'
 import { adminDatabaseUrl, testRedisUrl } from '../test/support/env.js'
+import { addPastPeriods } from '../test/support/periods.js'
 import { createBaselineTable } from './baseline-forwarder.js'
 import { cpuMs, cpuMsOf, machineTicks, startBackendsCpu } from './cpu.js'
 import { type Destination, startDestination } from './destination.js'
@@ -241,10 +242,7 @@ async function prepareLedger(url: string, events: number): Promise<void> {
   const ledger = postgres(url, { max: 1, onnotice: () => {} })
   try {
     // The migration makes today's period and the two ahead; a day ago is yesterday's.
-    await ledger`
-      select hookledger_add_ledger_period(day, day + interval '1 day')
-      from (select date_trunc('day', now() - interval '1 day', 'UTC') as day) yesterday
-      where not exists (select 1 from ledger_periods where starts = yesterday.day)`
+    await addPastPeriods(ledger, { daysAgo: [1] })
     await ledger`
       with inserted as (
         insert into inbound_events (id, source, event_id, event_type, payload_hash, headers, status, attempts,

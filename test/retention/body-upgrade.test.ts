@@ -3,6 +3,7 @@ import { LEDGER_TABLES } from '../../src/db/ledger-periods.js'
 import { migrateLedger } from '../../src/db/migrate.js'
 import { createLogger } from '../../src/logger.js'
 import { ledgerAtMigration } from '../support/ledger-at-migration.js'
+import { addPastPeriods } from '../support/periods.js'
 
 // The upgrade of a ledger of migration 0019 (the body in inbound_events, its jsonb parse in
 // inbound_event_payloads) to 0020 (the exact bytes in inbound_event_payloads only): every body
@@ -27,10 +28,7 @@ async function seedOld(eventId: string, body: Buffer, status: string, daysAgo: n
 
 describe('migration 0020: the body written once', () => {
   it('moves every body byte for byte, keeps the search, and finishes half-dropped periods first', async () => {
-    const [done, kept] = await ledger.sql<Array<{ suffix: string }>>`
-      select hookledger_add_ledger_period(d, d + interval '1 day') as suffix
-      from unnest(array[date_trunc('day', now(), 'UTC') - interval '40 days',
-                        date_trunc('day', now(), 'UTC') - interval '39 days']) as d`
+    const [done, kept] = await addPastPeriods(ledger.sql, { daysAgo: [40, 39] })
     const json = Buffer.from('{"data":{"object":{"customer":"cus_9"}},  "spacing":"kept"}')
     const form = Buffer.from('a=1&b=%00')
     const binary = Buffer.from([0, 255, 10, 13, 92, 34])
@@ -41,7 +39,7 @@ describe('migration 0020: the body written once', () => {
     await seedOld('replayed_failed', json, 'failed', 39)
     // A retention pass that detached both past periods and stopped before it dropped them: the first
     // holds only DONE events (the keeper drops it), the second a FAILED one (the keeper attaches it).
-    for (const suffix of [done?.suffix, kept?.suffix]) {
+    for (const suffix of [done, kept]) {
       for (const table of LEDGER_TABLES)
         await ledger.sql.unsafe(`alter table "${table}" detach partition "${table}_${suffix}"`)
     }
@@ -61,11 +59,11 @@ describe('migration 0020: the body written once', () => {
       ['today_form', form.toString('hex')],
       ['today_json', json.toString('hex')],
     ])
-    expect(bodies[0]?.partition).toBe(`inbound_event_payloads_${kept?.suffix}`)
+    expect(bodies[0]?.partition).toBe(`inbound_event_payloads_${kept}`)
     const periods = await ledger.sql<Array<{ suffix: string }>>`select suffix from ledger_periods`
-    expect(periods.map((row) => row.suffix)).not.toContain(done?.suffix)
+    expect(periods.map((row) => row.suffix)).not.toContain(done)
     const [leftover] = await ledger.sql<Array<{ n: number }>>`
-      select count(*)::int as n from pg_class where relname like ${`%\\_${done?.suffix}`}`
+      select count(*)::int as n from pg_class where relname like ${`%\\_${done}`}`
     expect(leftover?.n).toBe(0)
 
     // The search's index, parsed from the bytes: both JSON bodies, not the others.

@@ -6,6 +6,7 @@ import { leaseEvents, markEnqueued, markRequeued } from '../../src/db/events.js'
 import { operationBatches } from '../../src/db/operation-batches.js'
 import { rowIdRange } from '../../src/db/row-id-range.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { addPastPeriods } from '../support/periods.js'
 
 // The worker's batched statements join the ledger to arrays of row ids. Bounded by the lowest and
 // highest of those ids (src/db/row-id-range.ts), they plan, open and lock the partitions of the
@@ -22,10 +23,7 @@ let database: TestDatabase
 
 beforeEach(async () => {
   database = await createTestDatabase()
-  await database.sql`
-    select hookledger_add_ledger_period(day, day + interval '1 day')
-    from generate_series(date_trunc('day', now(), 'UTC') - ${PAST_DAYS} * interval '1 day',
-                         date_trunc('day', now(), 'UTC') - interval '1 day', interval '1 day') as day`
+  await addPastPeriods(database.sql, { daysAgo: Array.from({ length: PAST_DAYS }, (_, i) => PAST_DAYS - i) })
 })
 afterEach(async () => {
   await database.drop()

@@ -14,6 +14,7 @@ import { createLogger } from '../../src/logger.js'
 import { type Child, startChild } from '../support/child.js'
 import { deliverSigned, eventStatuses, forwardsOf, notDoneYet } from '../support/delivery.js'
 import { adminDatabaseUrl, testRedisUrl } from '../support/env.js'
+import { addPastPeriods } from '../support/periods.js'
 import { type PgBouncer, startPgBouncer } from '../support/pgbouncer.js'
 import { runCommand } from '../support/run-command.js'
 import { FAST_RELAY } from '../support/service.js'
@@ -138,10 +139,7 @@ describe('through PgBouncer in transaction mode', () => {
   })
 
   it('the partition keeper makes periods ahead and detaches and drops an old one through PgBouncer', async () => {
-    const [past] = await direct.sql<Array<{ suffix: string }>>`
-      select hookledger_add_ledger_period(d, d + interval '1 day') as suffix
-      from (select date_trunc('day', now(), 'UTC') - interval '40 days' as d) day`
-    const suffix = String(past?.suffix)
+    const [suffix] = await addPastPeriods(direct.sql, { daysAgo: [40] })
     await direct.sql`
       insert into inbound_events (id, source, event_id, payload_hash, headers, status)
       values (hookledger_uuid_v7(now() - interval '40 days'), 'acme', 'old', 'h', '{}', 'done')`
