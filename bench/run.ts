@@ -297,7 +297,8 @@ function intakeTable(
   const alone = rows.find((r) => r.name === 'api')?.result
   const ratio = (a: number | undefined, b: number | undefined) =>
     a === undefined || b === undefined ? '–' : (a / b).toFixed(2)
-  const total = (r: FullResult) => (r.cpu.processMs + (r.cpu.postgresMs ?? 0) + r.cpu.redisMs).toFixed(2)
+  const total = (r: FullResult) =>
+    `${r.cpu.processMs.toFixed(2)}+${r.cpu.postgresMs?.toFixed(2) ?? '–'}+${r.cpu.redisMs.toFixed(2)}`
   const rate = (r: FullResult) =>
     `${r.load.acceptedPerSecond.toFixed(0)} / ${r.deliveredPerSecond?.toFixed(0) ?? '–'}`
   return [
