@@ -70,7 +70,9 @@ function script(redis: RedisConnection, name: string, numberOfKeys: number, lua:
 /**
  * How long a worker process lets deliveries through a closed circuit it read from Redis without
  * asking again. Its own failures and Retry-After answers make it ask at the next delivery; a circuit
- * another process opened, or a pause it recorded, reaches this one at most this late.
+ * another process opened, or a pause it recorded, reaches this one at most twice this late (one
+ * period, then one more while a delivery reads the circuit again). Past that, a delivery asks Redis
+ * itself, and waits when Redis does not answer.
  */
 export const CLOSED_CIRCUIT_RECHECK_MS = 100
 
@@ -111,9 +113,16 @@ export function createRedisGuard(
   const store: GuardStore = {
     async gate(id, probeTtlMs, token) {
       const known = closedCircuits.get(id)
-      // One delivery reads the circuit again; those admitted while it does go as before, so a
+      const now = Date.now()
+      // One delivery reads the circuit again; those admitted while it does go as before (for one
+      // more period at most: a Redis that stopped answering must not leave them unguarded), so a
       // worker's deliveries of one turn do not all ask at once.
-      if (known !== undefined && (Date.now() < known.recheckAt || known.rechecking)) return { kind: 'closed' }
+      if (
+        known !== undefined &&
+        (now < known.recheckAt || (known.rechecking && now < known.recheckAt + CLOSED_CIRCUIT_RECHECK_MS))
+      ) {
+        return { kind: 'closed' }
+      }
       if (known !== undefined) known.rechecking = true
       let answer: [string, number]
       try {

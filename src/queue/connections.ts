@@ -14,6 +14,8 @@ interface ConnectionSettings {
   reconnectAttempts?: number
   /** ioredis's auto-pipelining: the commands of one event-loop turn go out in one write. */
   autoPipelining?: boolean
+  /** A command unanswered this long fails (a Redis that stopped answering keeps its connection open). */
+  commandTimeout?: number
 }
 
 /**
@@ -30,6 +32,7 @@ function connect(url: string, settings: ConnectionSettings): RedisConnection {
   const perCommand: RedisOptions = {
     maxRetriesPerRequest: settings.maxRetriesPerRequest,
     connectTimeout: settings.connectTimeout,
+    ...(settings.commandTimeout === undefined ? {} : { commandTimeout: settings.commandTimeout }),
   }
   const pipelining = settings.autoPipelining === true ? { enableAutoPipelining: true } : {}
   if (target.kind === 'server') {
@@ -72,7 +75,9 @@ export function producerConnection(url: string): RedisConnection {
  * each a command of its own, and each command was a write system call: a draining worker's writes to
  * this connection were ~60 µs of its CPU per delivery. With auto-pipelining the commands of all the
  * deliveries of one event-loop turn go out in one write. It is the guard's connection alone: BullMQ's
- * blocking commands must not wait in a pipeline behind others.
+ * blocking commands must not wait in a pipeline behind others. A guard command takes microseconds:
+ * one unanswered for a second means Redis stopped answering, and the delivery waits (as when Redis
+ * is down) instead of holding its worker slot until the connection is given up.
  */
 export function guardConnection(url: string): RedisConnection {
   return connect(url, {
@@ -80,8 +85,11 @@ export function guardConnection(url: string): RedisConnection {
     enableOfflineQueue: false,
     connectTimeout: 2000,
     autoPipelining: true,
+    commandTimeout: GUARD_COMMAND_TIMEOUT_MS,
   })
 }
+
+export const GUARD_COMMAND_TIMEOUT_MS = 1000
 
 /** For workers and the relay: waits for Redis as long as it takes (BullMQ requires null retries). */
 export function consumerConnection(url: string): RedisConnection {

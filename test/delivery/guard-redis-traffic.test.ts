@@ -5,7 +5,11 @@ import { forwardDestination } from '../../src/delivery/forward.js'
 import type { DeliveryVerdict, Destination, DestinationGuard } from '../../src/delivery/guard.js'
 import { CLOSED_CIRCUIT_RECHECK_MS, createRedisGuard } from '../../src/delivery/redis-guard.js'
 import { createLogger } from '../../src/logger.js'
-import { guardConnection, type RedisConnection } from '../../src/queue/connections.js'
+import {
+  GUARD_COMMAND_TIMEOUT_MS,
+  guardConnection,
+  type RedisConnection,
+} from '../../src/queue/connections.js'
 import { startRedisServer } from '../support/redis-server.js'
 
 // What the destination guard costs Redis per delivery (README, "Protecting destinations" and "A closed
@@ -155,6 +159,30 @@ describe('the destination guard on Redis', () => {
       kind: 'wait',
       reason: `${destination.id} asked to wait (Retry-After)`,
     })
+  })
+
+  it('a Redis that stops answering: deliveries go on a closed circuit for one more period at most, then wait', async () => {
+    const destination = freshDestination()
+    await admitAndSettle(destination, 1)
+    await sleep(CLOSED_CIRCUIT_RECHECK_MS + 20)
+    redis.freeze()
+    try {
+      // This delivery reads the circuit again, and gets no answer.
+      const rechecking = guard.admit(destination)
+      expect(await guard.admit(destination)).toMatchObject({ kind: 'admitted' })
+      await sleep(CLOSED_CIRCUIT_RECHECK_MS + 20)
+      // Past that period a delivery asks Redis itself: unanswered, it waits once the command times out.
+      const startedAt = Date.now()
+      expect(await guard.admit(destination)).toMatchObject({
+        kind: 'wait',
+        reason: 'destination limits cannot be checked now',
+      })
+      expect(Date.now() - startedAt).toBeGreaterThanOrEqual(GUARD_COMMAND_TIMEOUT_MS - 50)
+      expect(await rechecking).toMatchObject({ kind: 'wait' })
+    } finally {
+      redis.thaw()
+    }
+    await admitAndSettle(destination, 1)
   })
 
   it('pipelines the commands of deliveries admitted in the same turn', async () => {

@@ -37,7 +37,15 @@ export async function startRedisServer(port?: number, args: readonly string[] = 
   return {
     url,
     port: listenPort,
+    /** Stops the server without closing its connections (SIGSTOP): a Redis that no longer answers. */
+    freeze() {
+      server.kill('SIGSTOP')
+    },
+    thaw() {
+      server.kill('SIGCONT')
+    },
     async stop() {
+      server.kill('SIGCONT')
       const exited = new Promise((resolve) => server.once('exit', resolve))
       server.kill('SIGKILL')
       await exited
