@@ -106,6 +106,10 @@ export function createRedisGuard(
   // (README, "A closed circuit read once per 100 ms"): a healthy destination needs neither the
   // gate nor a success's reset of a count that is already 0.
   const closedCircuits = new Map<string, ClosedCircuit>()
+  // Counts the verdicts that dropped a circuit this process knew. A gate answered after one of them
+  // may have been read before that verdict's write (one pipeline, the gate first): its 'closed' is
+  // not kept, or a failure that opened the circuit would be followed by a period of deliveries.
+  let verdictsThatDropped = 0
   const gate = script(redis, 'hookledgerGuardGate', 3, GATE)
   const record = script(redis, 'hookledgerGuardRecord', 3, RECORD)
   const releaseProbe = script(redis, 'hookledgerGuardReleaseProbe', 1, RELEASE_PROBE)
@@ -124,6 +128,7 @@ export function createRedisGuard(
         return { kind: 'closed' }
       }
       if (known !== undefined) known.rechecking = true
+      const droppedBefore = verdictsThatDropped
       let answer: [string, number]
       try {
         answer = (await gate(key(id, 'circuit'), key(id, 'probe'), key(id, 'pause'), probeTtlMs, token)) as [
@@ -137,7 +142,7 @@ export function createRedisGuard(
       }
       // The number is the wait of an open or paused circuit, the failures of a closed one.
       const [kind, number] = answer
-      if (kind === 'closed') {
+      if (kind === 'closed' && verdictsThatDropped === droppedBefore) {
         closedCircuits.set(id, {
           recheckAt: Date.now() + CLOSED_CIRCUIT_RECHECK_MS,
           rechecking: false,
@@ -170,6 +175,7 @@ export function createRedisGuard(
       if (verdict === 'failure' || retryAfterMs > 0) {
         // This verdict may open the circuit or pause the destination: the next delivery asks.
         closedCircuits.delete(id)
+        verdictsThatDropped += 1
       } else if (verdict === 'success' && known !== undefined) {
         known.failures = 0
       }

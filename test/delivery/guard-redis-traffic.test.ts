@@ -128,6 +128,23 @@ describe('the destination guard on Redis', () => {
     expect(await guard.admit(destination)).toMatchObject({ kind: 'wait' })
   })
 
+  it('a failure that opens the circuit while this process reads it again: the read is not kept, the next delivery waits', async () => {
+    const destination = freshDestination()
+    await admitAndSettle(destination, 2, { kind: 'failure' })
+    const admitted = await guard.admit(destination) // reads 2 failures, closed
+    if (admitted.kind !== 'admitted') throw new Error('not admitted')
+    await sleep(CLOSED_CIRCUIT_RECHECK_MS + 20)
+    // In one turn, so in one pipeline: the read goes to Redis before the third failure's write.
+    const reading = guard.admit(destination)
+    const third = admitted.settle({ kind: 'failure' })
+    await Promise.all([reading, third])
+    expect(await guard.circuit(destination.id)).toMatchObject({ state: 'open', failures: 3 })
+    expect(await guard.admit(destination)).toMatchObject({
+      kind: 'wait',
+      reason: `the circuit of ${destination.id} is open`,
+    })
+  })
+
   it('a success resets failures another process counted once this process reads them', async () => {
     const destination = freshDestination()
     await admitAndSettle(destination, 1) // this process reads 0 failures
