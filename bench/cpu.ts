@@ -62,3 +62,42 @@ export async function startBackendsCpu(
     },
   }
 }
+
+/** What a system under load cost per event: its process, its database's backends, redis-server, both cores. */
+export interface SystemCpuPerEvent {
+  processMs: number
+  /** Undefined when the system's PostgreSQL is not the server's (embedded mode). */
+  postgresMs: number | undefined
+  /** The whole redis-server: other databases' traffic on it is counted too. */
+  redisMs: number
+  /** How busy both cores were, everything on them included (the load generator, the destination). */
+  machineBusyPercent: number
+}
+
+/**
+ * Starts measuring one system's CPU: its process (`pid`), its database's PostgreSQL backends (when
+ * `backends` names them), redis-server and the machine. `stop(events)` gives it per event; call it
+ * while the process and its backends still run.
+ */
+export async function startSystemCpu(
+  pid: number | undefined,
+  backends?: { admin: postgres.Sql; databaseName: string },
+): Promise<{ stop(events: number): Promise<SystemCpuPerEvent> }> {
+  const processBefore = cpuMs(pid)
+  const backendsCpu =
+    backends === undefined ? undefined : await startBackendsCpu(backends.admin, backends.databaseName)
+  const redisBefore = cpuMsOf('redis-server')
+  const ticksBefore = machineTicks()
+  return {
+    async stop(events) {
+      const per = (ms: number) => ms / Math.max(events, 1)
+      const processMs = per(cpuMs(pid) - processBefore)
+      const postgresMs = backendsCpu === undefined ? undefined : per(await backendsCpu.stop())
+      const redisMs = per(cpuMsOf('redis-server') - redisBefore)
+      const ticks = machineTicks()
+      const machineBusyPercent =
+        (100 * (ticks.busy - ticksBefore.busy)) / Math.max(ticks.total - ticksBefore.total, 1)
+      return { processMs, postgresMs, redisMs, machineBusyPercent }
+    },
+  }
+}

@@ -10,7 +10,7 @@ import postgres from 'postgres'
 import { type Child, startChild } from '../test/support/child.js'
 import { testRedisUrl } from '../test/support/env.js'
 import { baselineJob, createBaselineTable } from './baseline-forwarder.js'
-import { cpuMs, cpuMsOf, machineTicks, startBackendsCpu } from './cpu.js'
+import { startSystemCpu } from './cpu.js'
 import type { Destination } from './destination.js'
 import { type LedgerCost, startLedgerCost } from './ledger-cost.js'
 import { BENCH_SECRET, benchBody, DRAIN_BODY_BYTES, signedRequest } from './signing.js'
@@ -70,28 +70,21 @@ async function timeDrain(
   destination.reset()
   const spawnedAt = Date.now()
   const child = await start()
-  const readyCpu = cpuMs(child.process.pid)
-  const backends = await startBackendsCpu(options.admin, options.databaseName)
-  const readyRedisCpu = cpuMsOf('redis-server')
-  const readyTicks = machineTicks()
+  const meter = await startSystemCpu(child.process.pid, options)
   const deliveredAtReady = destination.delivered()
   const { firstAt, lastAt } = await destination.waitFor(events, 300_000).catch(async (error: Error) => {
     await child.kill('SIGKILL')
     throw new Error(`${error.message}; the worker's last output:\n${child.output().slice(-2000)}`)
   })
-  const cpu = cpuMs(child.process.pid) - readyCpu
-  const postgresCpu = await backends.stop()
-  const redisCpu = cpuMsOf('redis-server') - readyRedisCpu
-  const ticks = machineTicks()
-  const counted = Math.max(events - deliveredAtReady, 1)
+  const cpu = await meter.stop(events - deliveredAtReady)
   return {
     perSecond: (events - 1) / Math.max((lastAt - firstAt) / 1000, 0.001),
     startupMs: firstAt - spawnedAt,
     drainMs: lastAt - firstAt,
-    cpuMsPerEvent: cpu / counted,
-    postgresCpuMsPerEvent: postgresCpu / counted,
-    redisCpuMsPerEvent: redisCpu / counted,
-    machineBusyPercent: (100 * (ticks.busy - readyTicks.busy)) / Math.max(ticks.total - readyTicks.total, 1),
+    cpuMsPerEvent: cpu.processMs,
+    postgresCpuMsPerEvent: cpu.postgresMs ?? 0,
+    redisCpuMsPerEvent: cpu.redisMs,
+    machineBusyPercent: cpu.machineBusyPercent,
     repeats: destination.repeats(),
     child,
   }

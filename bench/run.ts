@@ -38,7 +38,7 @@ import { type Child, startChild } from '../test/support/child.js'
 import { adminDatabaseUrl, testRedisUrl } from '../test/support/env.js'
 import { addPastPeriods } from '../test/support/periods.js'
 import { createBaselineTable } from './baseline-forwarder.js'
-import { cpuMs, cpuMsOf, machineTicks, startBackendsCpu } from './cpu.js'
+import { type SystemCpuPerEvent, startSystemCpu } from './cpu.js'
 import { type Destination, startDestination } from './destination.js'
 import { type DrainPair, type DrainResult, drainRatio, profileFlags, runDrain } from './drain.js'
 import { runLedgerAtScale } from './ledger-at-scale.js'
@@ -119,7 +119,7 @@ interface FullResult {
    * its own), redis-server (the whole server), and the machine's two cores (the load generator and
    * the destination included), busy %.
    */
-  cpu: { processMs: number; postgresMs: number | undefined; redisMs: number; machineBusyPercent: number }
+  cpu: SystemCpuPerEvent
 }
 
 /**
@@ -137,41 +137,27 @@ async function runFull(
   let result: FullResult | undefined
   try {
     destination.reset()
-    const backends =
-      options.backends === undefined
-        ? undefined
-        : await startBackendsCpu(options.backends.admin, options.backends.databaseName)
-    const processBefore = cpuMs(full.process.pid)
-    const redisBefore = cpuMsOf('redis-server')
-    const ticksBefore = machineTicks()
+    const cpu = await startSystemCpu(full.process.pid, options.backends)
     const load_ = await load(full.url)
     const loadEnded = Date.now()
-    result = {
-      load: load_,
-      forwarding,
-      lagSeconds: undefined,
-      deliveredPerSecond: undefined,
-      repeats: 0,
-      cpu: { processMs: 0, postgresMs: undefined, redisMs: 0, machineBusyPercent: 0 },
-    }
+    let lagSeconds: number | undefined
+    let deliveredPerSecond: number | undefined
     if (forwarding) {
       try {
         const { lastAt } = await destination.waitFor(load_.accepted, 120_000)
-        result.lagSeconds = Math.max(0, lastAt - loadEnded) / 1000
-        result.deliveredPerSecond = (load_.accepted * 1000) / Math.max(lastAt - load_.startedAt, 1)
+        lagSeconds = Math.max(0, lastAt - loadEnded) / 1000
+        deliveredPerSecond = (load_.accepted * 1000) / Math.max(lastAt - load_.startedAt, 1)
       } catch {
         // Not every forward arrived in time: nothing below the load is measured.
       }
-      result.repeats = destination.repeats()
     }
-    const per = (ms: number) => ms / Math.max(load_.accepted, 1)
-    const ticks = machineTicks()
-    result.cpu = {
-      processMs: per(cpuMs(full.process.pid) - processBefore),
-      postgresMs: backends === undefined ? undefined : per(await backends.stop()),
-      redisMs: per(cpuMsOf('redis-server') - redisBefore),
-      machineBusyPercent:
-        (100 * (ticks.busy - ticksBefore.busy)) / Math.max(ticks.total - ticksBefore.total, 1),
+    result = {
+      load: load_,
+      forwarding,
+      lagSeconds,
+      deliveredPerSecond,
+      repeats: forwarding ? destination.repeats() : 0,
+      cpu: await cpu.stop(load_.accepted),
     }
   } finally {
     await full.kill('SIGTERM')

@@ -6,7 +6,7 @@ import { performance } from 'node:perf_hooks'
 import type postgres from 'postgres'
 import { Pool } from 'undici'
 import type { Child } from '../test/support/child.js'
-import { cpuMs, cpuMsOf, startBackendsCpu } from './cpu.js'
+import { startSystemCpu } from './cpu.js'
 import type { Destination } from './destination.js'
 import { type LedgerCost, startLedgerCost } from './ledger-cost.js'
 import { SMALL_BODY_BYTES, signedRequest } from './signing.js'
@@ -55,9 +55,7 @@ export async function runTrickle(
   try {
     destination.reset({ latencies: true })
     const total = Math.round(options.rate * options.seconds)
-    const backends = await startBackendsCpu(options.admin, options.databaseName)
-    const cpuBefore = cpuMs(child.process.pid)
-    const redisBefore = cpuMsOf('redis-server')
+    const systemCpu = await startSystemCpu(child.process.pid, options)
     let accepted = 0
     let non2xx = 0
     let errors = 0
@@ -84,16 +82,13 @@ export async function runTrickle(
     const sentPerSecond = requests.length / ((performance.now() - startedAt) / 1000)
     await Promise.all(requests)
     await destination.waitFor(accepted, 60_000)
-    const cpu = cpuMs(child.process.pid) - cpuBefore
-    const postgresCpu = await backends.stop()
-    const redisCpu = cpuMsOf('redis-server') - redisBefore
+    const cpu = await systemCpu.stop(accepted)
     const latencies = destination.latencies().sort((a, b) => a - b)
     const at = (quantile: number) => latencies[Math.floor(quantile * (latencies.length - 1))] ?? Number.NaN
     const repeats = destination.repeats()
     await child.kill('SIGTERM')
     // Backends report their counts when they exit; give them a moment to.
     await new Promise((resolve) => setTimeout(resolve, 1200))
-    const per = (ms: number) => ms / Math.max(accepted, 1)
     return {
       sent: requests.length,
       accepted,
@@ -103,9 +98,9 @@ export async function runTrickle(
       p50Ms: at(0.5),
       p99Ms: at(0.99),
       maxMs: latencies.at(-1) ?? Number.NaN,
-      cpuMsPerEvent: per(cpu),
-      postgresCpuMsPerEvent: per(postgresCpu),
-      redisCpuMsPerEvent: per(redisCpu),
+      cpuMsPerEvent: cpu.processMs,
+      postgresCpuMsPerEvent: cpu.postgresMs ?? 0,
+      redisCpuMsPerEvent: cpu.redisMs,
       cost: await meter.stop(),
       repeats,
     }
