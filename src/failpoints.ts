@@ -6,6 +6,7 @@ export type FailpointName =
   | 'receive.before_commit'
   | 'receive.after_commit'
   | 'receive.before_enqueue'
+  | 'receive.before_run'
   | 'worker.before_done'
   | 'worker.after_done'
   | 'outbound.before_execute'

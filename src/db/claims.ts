@@ -1,6 +1,9 @@
 import type postgres from 'postgres'
 import { createBatcher } from './batcher.js'
 import { postgresErrorCode, serverDeadlinesOutsideTransactions, withLedgerDeadline } from './client.js'
+import { forwardClaimInput, type LeasedEvent } from './events.js'
+import { freshClaimWrites } from './operation-batches.js'
+import { toOperation } from './operation-rows.js'
 import type { OrderingKeyRow } from './ordering.js'
 
 export interface NewEvent {
@@ -18,12 +21,29 @@ export interface NewEvent {
   orderingKeys?: readonly OrderingKeyRow[]
   /** The W3C traceparent of the receive's span (tracing on); absent or null: none. */
   traceParent?: string | null
+  /** Absent: the row is inserted PENDING, for a job (or the relay) to start. */
+  lease?: ClaimLease
+}
+
+/**
+ * The lease a claim writes on its new row, for this process's worker to run it at once
+ * (Worker.reserveHere): the row is inserted PROCESSING with attempt 1 counted, as a lease would
+ * have set it, so the row is written once before its run instead of inserted and then rewritten.
+ */
+export interface ClaimLease {
+  token: string
+  /** Recorded on the row (inbound_events.job_id), as a lease records the job that carried it. */
+  jobId: string
+  leaseMs: number
+  /** The source's forward is claimed with the row too, as a lease would (ForwardClaims); null: not. */
+  forwardLeaseMs: number | null
 }
 
 export type EventOrigin = 'webhook' | 'backfill'
 
 export type ClaimResult =
-  | { kind: 'accepted'; id: string }
+  /** `leased`: the row as its claim leased it (the event had a `lease`), for the worker to run. */
+  | { kind: 'accepted'; id: string; leased?: LeasedEvent }
   | { kind: 'duplicate'; id: string }
   | { kind: 'conflict'; id: string }
   /** Another event id, the same signed body as the row `id`: a captured delivery sent again. */
@@ -111,6 +131,8 @@ export async function claimEvents(
   const inserted = outcome.claimed.filter((row) => !row.lost)
   if (inserted.length > 0) onInserted?.(outcome.xid, inserted.length)
   const insertedIds = new Map(inserted.map((row) => [key(row.source, row.event_id), row.id]))
+  const receivedAt = new Map(inserted.map((row) => [row.id, row.received_at]))
+  const forwardClaims = new Map(outcome.forward_claims.map((claim) => [String(claim.run_id), claim]))
 
   // A key inserted by this statement is accepted for its first delivery in the batch only.
   const results: Array<ClaimResult | undefined> = []
@@ -120,7 +142,10 @@ export async function claimEvents(
     const id = insertedIds.get(k)
     if (id !== undefined) {
       insertedIds.delete(k)
-      results[index] = { kind: 'accepted', id }
+      results[index] =
+        event.lease === undefined
+          ? { kind: 'accepted', id }
+          : { kind: 'accepted', id, leased: leasedByClaim(event, id, receivedAt.get(id), forwardClaims) }
     } else {
       unresolved.push(index)
     }
@@ -199,7 +224,31 @@ interface ClaimOutcome {
   generations: number
   xid: string
   /** `lost`: the row won one generation and lost the other (a claim in an overlap only). */
-  claimed: Array<{ id: string; source: string; event_id: string; lost: boolean }>
+  claimed: Array<{ id: string; source: string; event_id: string; lost: boolean; received_at: string | null }>
+  /** The forward operations claimed with leased rows, each under its run id (`<row id>/1`). */
+  forward_claims: Array<Record<string, unknown>>
+}
+
+/** A row its claim leased, as the worker's lease would have answered it (attempt 1). */
+function leasedByClaim(
+  event: NewEvent,
+  id: string,
+  receivedAt: string | null | undefined,
+  forwardClaims: ReadonlyMap<string, Record<string, unknown>>,
+): LeasedEvent {
+  const forwardClaim = forwardClaims.get(`${id}/1`)
+  return {
+    id,
+    source: event.source,
+    eventId: event.eventId,
+    eventType: event.eventType,
+    body: event.body,
+    headers: event.headers,
+    attempts: 1,
+    receivedAt: receivedAt == null ? new Date() : new Date(receivedAt),
+    forwardClaim: forwardClaim === undefined ? undefined : toOperation(forwardClaim),
+    traceParent: event.traceParent ?? null,
+  }
 }
 
 /**
@@ -213,11 +262,13 @@ async function claimStatement(
   keys: ReadonlyArray<OrderingKeyRow & { source: string; eventId: string }>,
   { alone }: { alone: boolean },
 ): Promise<ClaimOutcome> {
+  const claimsForwards = events.some((e) => e.lease?.forwardLeaseMs != null)
   // One row whatever happened, so a ledger with no generation for now cannot pass for duplicates.
   const [outcome] = await tx<ClaimOutcome[]>`
     with input as materialized (
       select hookledger_uuid_v7(now()) as id, source, event_id, event_type, payload_hash, body, headers,
-             body_key, origin, trace_parent, position
+             body_key, origin, trace_parent, lease_token::uuid, lease_job, lease_ms::int,
+             forward_lease_ms::int, position
       from unnest(
         ${events.map((e) => e.source)}::text[],
         ${events.map((e) => e.eventId)}::text[],
@@ -227,9 +278,13 @@ async function claimStatement(
         ${events.map((e) => JSON.stringify(e.headers))}::text[],
         ${events.map((e) => e.bodyKey ?? null)}::text[],
         ${events.map((e) => e.origin ?? 'webhook')}::text[],
-        ${events.map((e) => e.traceParent ?? null)}::text[]
+        ${events.map((e) => e.traceParent ?? null)}::text[],
+        ${events.map((e) => e.lease?.token ?? null)}::text[],
+        ${events.map((e) => e.lease?.jobId ?? null)}::text[],
+        ${events.map((e) => (e.lease === undefined ? null : String(e.lease.leaseMs)))}::text[],
+        ${events.map((e) => (e.lease?.forwardLeaseMs == null ? null : String(e.lease.forwardLeaseMs)))}::text[]
       ) with ordinality as input(source, event_id, event_type, payload_hash, body, headers, body_key, origin,
-                                 trace_parent, position)),
+                                 trace_parent, lease_token, lease_job, lease_ms, forward_lease_ms, position)),
     written as (
       select starts from inbound_key_generations
       where starts <= now() + ${KEY_GENERATION_OVERLAP}::interval
@@ -258,24 +313,32 @@ async function claimStatement(
     won as (
       select event_row_id as id, count(*) = (select count(*) from written) as whole
       from keyed group by event_row_id),
-    inserted as (
+    new_rows as (
+      -- A leased row (the event came with a lease) goes in PROCESSING, as leaseEvents would set it.
       insert into inbound_events (id, source, event_id, event_type, payload_hash, headers, body_key, origin,
-                                  trace_parent)
+                                  trace_parent, status, attempts, lease_token, lease_until, enqueued_at, job_id)
       select i.id, i.source, i.event_id, i.event_type, i.payload_hash, i.headers::jsonb, i.body_key, i.origin,
-             i.trace_parent
+             i.trace_parent,
+             case when i.lease_token is null then 'pending' else 'processing' end::event_status,
+             case when i.lease_token is null then 0 else 1 end, i.lease_token,
+             now() + i.lease_ms * interval '1 millisecond',
+             case when i.lease_token is not null then now() end, i.lease_job
       from input i join won using (id)
       where won.whole
       order by i.position
-      returning id, source, event_id, received_seq),
+      returning id, source, event_id, received_seq, received_at, trace_parent),
     payloads as (
       insert into inbound_event_payloads (event_row_id, body)
-      select i.id, decode(i.body, 'hex') from input i join inserted using (id)
+      select i.id, decode(i.body, 'hex') from input i join new_rows using (id)
       order by i.position)
     ${keys.length === 0 ? tx`` : orderingKeyWrites(tx, keys)}
+    ${claimsForwards ? leasedForwardWrites(tx) : tx``}
     select (select count(*)::int from written) as generations, pg_current_xact_id()::text as xid,
            coalesce((select json_agg(json_build_object('id', i.id, 'source', i.source, 'event_id', i.event_id,
-                                                       'lost', not won.whole))
-                     from input i join won using (id)), '[]') as claimed`
+                                                       'lost', not won.whole, 'received_at', n.received_at))
+                     from input i join won using (id) left join new_rows n using (id)), '[]') as claimed,
+           ${claimsForwards ? tx`coalesce((select json_agg(row_to_json(o)) from inserted o), '[]')` : tx`'[]'::json`}
+             as forward_claims`
   if (outcome === undefined || outcome.generations === 0) {
     throw new MissingPartitionError('dedup key generation (inbound_key_generations)')
   }
@@ -318,17 +381,31 @@ function orderingKeyWrites(
 ) {
   return sql`, ordering_keys as (
       insert into event_ordering_keys (event_row_id, route_id, source, key_hash, seq)
-      select distinct on (inserted.id, k.route_id)
-             inserted.id, k.route_id, inserted.source, decode(k.key_hash, 'hex'), inserted.received_seq
-      from inserted join unnest(
+      select distinct on (new_rows.id, k.route_id)
+             new_rows.id, k.route_id, new_rows.source, decode(k.key_hash, 'hex'), new_rows.received_seq
+      from new_rows join unnest(
         ${keys.map((k) => k.source)}::text[],
         ${keys.map((k) => k.eventId)}::text[],
         ${keys.map((k) => k.routeId)}::text[],
         ${keys.map((k) => k.keyHash)}::text[]
       ) with ordinality as k(source, event_id, route_id, key_hash, position)
-        on k.source = inserted.source and k.event_id = inserted.event_id
-      order by inserted.id, k.route_id, k.position
+        on k.source = new_rows.source and k.event_id = new_rows.event_id
+      order by new_rows.id, k.route_id, k.position
       on conflict do nothing)`
+}
+
+/**
+ * The forwards of the rows a claim leased, claimed in the claim's statement as a lease claims them
+ * (leaseEvents): the operation with attempt 1 in flight, under the run id `<row id>/1`.
+ */
+function leasedForwardWrites(sql: postgres.Sql | postgres.TransactionSql) {
+  return sql`, forward_rows as (
+      select n.id, n.source, n.event_id, decode(i.body, 'hex') as body, n.trace_parent,
+             n.id::text || '/1' as run_id, i.forward_lease_ms as lease_ms
+      from new_rows n join input i using (id)
+      where i.forward_lease_ms is not null),
+    ${forwardClaimInput(sql)},
+    ${freshClaimWrites(sql)}`
 }
 
 export interface ClaimBatcher {

@@ -168,49 +168,12 @@ export async function leaseEvents(
               where p.event_row_id = l.id
                 and p.event_row_id between ${ids.lowest}::uuid and ${ids.highest}::uuid) as body
       from leased l),
-    claim_input as (
-      -- The claim the forward's invoke would make (src/delivery/source-forward.ts): the key is
-      -- stepKey([source, event id], 'forward'), the payload hash is payloadHash({ source, eventId,
-      -- bodySha256 }), RFC 8785 JSON whose keys sort as written here and whose strings to_json escapes
-      -- as JSON.stringify does. test/queue/forward-claim.test.ts holds both to the same answers.
-      -- stepKey measures in UTF-16 units: characters plus one per character beyond U+FFFF (an ASCII
-      -- string, one byte per character, is counted without the regular expression). A key
-      -- over 255 has each part over 64 replaced by '%h' and its base64url sha256 (src/outbound/keys.ts);
-      -- with a source of at most 63 characters that always fits, so its last resort is never needed.
-      select c.key, 'forward'::text as tool, 'idempotent'::effect_class as effect,
-             encode(sha256(convert_to('{"bodySha256":' || to_json(c.body_sha256)::text || ',"eventId":' ||
-               to_json(l.event_id)::text || ',"source":' || to_json(l.source)::text || '}', 'UTF8')), 'hex')
-               as payload_hash,
-             jsonb_build_object('source', l.source, 'eventId', l.event_id, 'bodySha256', c.body_sha256)::text
-               as args,
-             gen_random_uuid() as lease_token, f.lease_ms, 'runtime'::text as actor, null::text as undo_ref,
-             l.run_id, split_part(l.trace_parent, '-', 2) as trace_id,
-             null::text as tool_call_id,
-             row_number() over (order by l.id) as position
-      from bodies l
+    forward_rows as (
+      select l.*, f.lease_ms from bodies l
       join unnest(${forwards.sources}::text[], ${forwards.leaseMs}::int[]) as f(source, lease_ms)
         on f.source = l.source
-      cross join lateral (select s.source, s.event_id,
-        case when octet_length(s.source) = char_length(s.source) then char_length(s.source)
-          else char_length(s.source) + char_length(regexp_replace(s.source, '[^\\U00010000-\\U0010FFFF]', '', 'g'))
-        end as source_units,
-        case when octet_length(s.event_id) = char_length(s.event_id) then char_length(s.event_id)
-          else char_length(s.event_id) + char_length(regexp_replace(s.event_id, '[^\\U00010000-\\U0010FFFF]', '', 'g'))
-        end as event_id_units
-        from (select replace(replace(l.source, '%', '%25'), ':', '%3A') as source,
-                     replace(replace(l.event_id, '%', '%25'), ':', '%3A') as event_id) s) p
-      cross join lateral (select
-        case when p.source_units + p.event_id_units + 9 <= 255
-          then p.source || ':' || p.event_id || ':forward'
-          else (case when p.source_units <= 64 then p.source
-                  else '%h' || translate(encode(sha256(convert_to(p.source, 'UTF8')), 'base64'), '+/=', '-_') end)
-            || ':' ||
-               (case when p.event_id_units <= 64 then p.event_id
-                  else '%h' || translate(encode(sha256(convert_to(p.event_id, 'UTF8')), 'base64'), '+/=', '-_') end)
-            || ':forward'
-        end as key,
-        encode(sha256(l.body), 'hex') as body_sha256) c
       where l.body is not null),
+    ${forwardClaimInput(client)},
     ${freshClaimWrites(client)}
     select l.id, l.lease_token, true as leased, l.source, l.event_id, l.event_type, l.body, l.headers, l.attempts,
            l.received_at, l.status, l.lease_until, row_to_json(n) as forward_claim, l.trace_parent
@@ -349,4 +312,55 @@ export async function markAttemptFailed(
       from failed)
     select status from failed`
   return row?.status
+}
+
+/**
+ * freshClaimWrites' `claim_input` for the forwards of a relation `forward_rows` (id, source,
+ * event_id, body, trace_parent, run_id, lease_ms): the claim the forward's invoke would make, so a
+ * lease (leaseEvents) or a claim that leases its rows (src/db/claims.ts) takes it in its own statement.
+ */
+export function forwardClaimInput(
+  client: postgres.Sql | postgres.TransactionSql,
+): postgres.PendingQuery<postgres.Row[]> {
+  return client`
+    claim_input as (
+      -- The claim the forward's invoke would make (src/delivery/source-forward.ts): the key is
+      -- stepKey([source, event id], 'forward'), the payload hash is payloadHash({ source, eventId,
+      -- bodySha256 }), RFC 8785 JSON whose keys sort as written here and whose strings to_json escapes
+      -- as JSON.stringify does. test/queue/forward-claim.test.ts holds both to the same answers.
+      -- stepKey measures in UTF-16 units: characters plus one per character beyond U+FFFF (an ASCII
+      -- string, one byte per character, is counted without the regular expression). A key
+      -- over 255 has each part over 64 replaced by '%h' and its base64url sha256 (src/outbound/keys.ts);
+      -- with a source of at most 63 characters that always fits, so its last resort is never needed.
+      select c.key, 'forward'::text as tool, 'idempotent'::effect_class as effect,
+             encode(sha256(convert_to('{"bodySha256":' || to_json(c.body_sha256)::text || ',"eventId":' ||
+               to_json(l.event_id)::text || ',"source":' || to_json(l.source)::text || '}', 'UTF8')), 'hex')
+               as payload_hash,
+             jsonb_build_object('source', l.source, 'eventId', l.event_id, 'bodySha256', c.body_sha256)::text
+               as args,
+             gen_random_uuid() as lease_token, l.lease_ms, 'runtime'::text as actor, null::text as undo_ref,
+             l.run_id, split_part(l.trace_parent, '-', 2) as trace_id,
+             null::text as tool_call_id,
+             row_number() over (order by l.id) as position
+      from forward_rows l
+      cross join lateral (select s.source, s.event_id,
+        case when octet_length(s.source) = char_length(s.source) then char_length(s.source)
+          else char_length(s.source) + char_length(regexp_replace(s.source, '[^\\U00010000-\\U0010FFFF]', '', 'g'))
+        end as source_units,
+        case when octet_length(s.event_id) = char_length(s.event_id) then char_length(s.event_id)
+          else char_length(s.event_id) + char_length(regexp_replace(s.event_id, '[^\\U00010000-\\U0010FFFF]', '', 'g'))
+        end as event_id_units
+        from (select replace(replace(l.source, '%', '%25'), ':', '%3A') as source,
+                     replace(replace(l.event_id, '%', '%25'), ':', '%3A') as event_id) s) p
+      cross join lateral (select
+        case when p.source_units + p.event_id_units + 9 <= 255
+          then p.source || ':' || p.event_id || ':forward'
+          else (case when p.source_units <= 64 then p.source
+                  else '%h' || translate(encode(sha256(convert_to(p.source, 'UTF8')), 'base64'), '+/=', '-_') end)
+            || ':' ||
+               (case when p.event_id_units <= 64 then p.event_id
+                  else '%h' || translate(encode(sha256(convert_to(p.event_id, 'UTF8')), 'base64'), '+/=', '-_') end)
+            || ':forward'
+        end as key,
+        encode(sha256(l.body), 'hex') as body_sha256) c)`
 }

@@ -83,7 +83,9 @@ export function operationBatches(sql: postgres.Sql): OperationBatches {
  * exactly one inserts, the rest find the row and take the one-by-one path. The lease's claim of a
  * forward (src/db/events.ts) writes through the same CTEs.
  */
-export function freshClaimWrites(sql: postgres.Sql): postgres.PendingQuery<postgres.Row[]> {
+export function freshClaimWrites(
+  sql: postgres.Sql | postgres.TransactionSql,
+): postgres.PendingQuery<postgres.Row[]> {
   return sql`
     inserted as (
       insert into operations (operation_key, tool, effect_class, payload_hash, args, status, lease_token,

@@ -12,6 +12,7 @@ import type { Metrics } from '../metrics.js'
 import { agentProtocol } from '../outbound/agent.js'
 import { createOutboundLedger, type OutboundLedger } from '../outbound/ledger.js'
 import type { Enqueuer } from '../queue/enqueuer.js'
+import type { HereLease } from '../queue/worker.js'
 import type { Tracing } from '../tracing.js'
 import { adminUi } from './admin-ui/routes.js'
 import { errorBody, handleError } from './errors.js'
@@ -28,6 +29,8 @@ export interface AppDependencies {
   /** Refuses new work with 429 when the ledger cannot keep up; absent, nothing is refused. */
   backpressure?: Backpressure
   enqueuer: Enqueuer
+  /** This process's worker's place for a row it claims (Worker.reserveHere); absent: none. */
+  reserveHere?: ((source: string) => HereLease | undefined) | undefined
   logger: Logger
   metrics: Metrics
   readiness: readonly ReadinessCheck[]

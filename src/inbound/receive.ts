@@ -5,13 +5,15 @@ import type { RejectionCode } from '../config/verifier.js'
 import { type ClaimBatcher, MissingPartitionError } from '../db/claims.js'
 import { isLedgerUnavailable } from '../db/client.js'
 import { storableText } from '../db/text.js'
+import type { HereLease } from '../queue/worker.js'
 import { traceparentOf } from '../tracing.js'
 import type { Backpressure, Refusal } from './backpressure.js'
 import { buildDedupKey } from './dedup-key.js'
 import { orderingKeysOf } from './ordering-keys.js'
 
 export type ReceiveOutcome =
-  | { kind: 'accepted'; id: string }
+  /** `startedHere`: the claim leased the row and this process's worker runs it; no job is needed. */
+  | { kind: 'accepted'; id: string; startedHere: boolean }
   | { kind: 'duplicate'; id: string }
   | { kind: 'replay'; id: string }
   | { kind: 'conflict'; id: string; eventId: string }
@@ -27,6 +29,11 @@ export interface ReceiveDependencies {
   claims: ClaimBatcher
   /** Absent: no bound (an app built without one). */
   backpressure?: Backpressure
+  /**
+   * A place in this process's worker for the row about to be claimed (Worker.reserveHere), or
+   * undefined; absent in a process that does not work what it claims.
+   */
+  reserveHere?: (source: string) => HereLease | undefined
   now?: () => number
 }
 
@@ -75,8 +82,12 @@ export async function receiveDelivery(
     // Kept with the row, so the worker's span of this event continues the receive's trace.
     traceParent: span === undefined ? null : (traceparentOf(span) ?? null),
   }
+  const here = deps.reserveHere?.(source.config.id)
   try {
-    const claim = await deps.claims.claim(event)
+    const claim = await deps.claims.claim(here === undefined ? event : { ...event, lease: here.lease })
+    // Started before the answer is written: the row is committed, and its lease is this process's.
+    if (claim.kind === 'accepted' && claim.leased !== undefined) here?.run(claim.leased)
+    else here?.release()
     // The claim is one statement shared by the deliveries of a moment; it committed before it answered.
     if (span?.isRecording()) {
       span.addEvent('claim committed', {
@@ -84,8 +95,18 @@ export async function receiveDelivery(
         'hookledger.event_row_id': claim.id,
       })
     }
-    return claim.kind === 'conflict' ? { ...claim, eventId: event.eventId } : claim
+    switch (claim.kind) {
+      case 'accepted':
+        return { kind: 'accepted', id: claim.id, startedHere: claim.leased !== undefined }
+      case 'conflict':
+        return { ...claim, eventId: event.eventId }
+      default:
+        return claim
+    }
   } catch (error) {
+    // A claim given up on (its deadline) may still commit later: its row then waits for the relay's
+    // orphan recovery once its lease has run out, as a row of a process that died would.
+    here?.release()
     if (isLedgerUnavailable(error)) return { kind: 'ledger_unavailable', cause: error }
     if (error instanceof MissingPartitionError) return { kind: 'ledger_partition_missing', cause: error }
     throw error

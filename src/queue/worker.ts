@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { ConfigFile } from '../config/config.js'
 import { createBatcher } from '../db/batcher.js'
+import type { ClaimLease } from '../db/claims.js'
 import { type ForwardClaims, type LeasedEvent, leaseEvents, renewLease } from '../db/events.js'
 import { operationBatches } from '../db/operation-batches.js'
 import { withDeadline } from '../deadline.js'
@@ -71,11 +72,30 @@ export interface Worker extends JobProcessor {
    * claim for a row not yet leased, orphanAfterMs after the lease ran out for one it was running).
    */
   runHere(eventRowId: string): boolean
+  /**
+   * runHere decided before the claim: takes a place among the leased rows for a row of `source`
+   * this process is about to claim, and the lease for the claim to write on it (ClaimLease), so the
+   * row is inserted leased instead of inserted and then leased (one write of the row, not two).
+   * Undefined when every place is taken or the worker is closing: the row is then claimed PENDING
+   * and enqueued. A process that dies before it ran such a row leaves it PROCESSING without a job:
+   * the relay's orphan recovery gives it one once its lease has run out (as for runHere's rows).
+   */
+  reserveHere(source: string): HereLease | undefined
+}
+
+/** A place held for a row this process is claiming (Worker.reserveHere). */
+export interface HereLease {
+  lease: ClaimLease
+  /** The claim inserted the row with the lease: run it now. */
+  run(row: LeasedEvent): void
+  /** The claim inserted no row (a duplicate, a failure): the place goes back. */
+  release(): void
 }
 
 export function startWorker(deps: WorkerDependencies): Worker {
   const { settings } = deps
   const forwardClaims = forwardClaimsOf(deps.handlers)
+  const forwardLeaseMs = new Map(forwardClaims.sources.map((source, i) => [source, forwardClaims.leaseMs[i]]))
   const batches: Batches = {
     lease: createBatcher((requests) => leaseEvents(deps.sql, requests, settings.leaseMs, forwardClaims)),
     settle: operationBatches(deps.sql).settle,
@@ -101,8 +121,8 @@ export function startWorker(deps: WorkerDependencies): Worker {
     },
   )
   /** Runs a row outside any job, tracked so that close() waits for it. */
-  const start = (eventRowId: string, place?: () => void) => {
-    const run = runRowNow(deps, batches, gates, eventRowId, place).finally(() => running.delete(run))
+  const start = (eventRowId: string, place?: () => void, leased?: Leased) => {
+    const run = runRowNow(deps, batches, gates, eventRowId, place, leased).finally(() => running.delete(run))
     running.add(run)
   }
   return {
@@ -114,6 +134,32 @@ export function startWorker(deps: WorkerDependencies): Worker {
       if (place === undefined) return false
       start(eventRowId, place)
       return true
+    },
+    reserveHere(source) {
+      const place = closed ? undefined : gates.leased.tryAcquire()
+      if (place === undefined) return undefined
+      const reservedAt = Date.now()
+      const lease: ClaimLease = {
+        token: randomUUID(),
+        jobId: HAND_OFF_JOB_ID,
+        leaseMs: settings.leaseMs,
+        forwardLeaseMs: forwardLeaseMs.get(source) ?? null,
+      }
+      return {
+        lease,
+        run(row) {
+          if (deps.failpoints.isArmed('receive.before_run')) {
+            // Crash test: die once the response is surely written, with the leased row not started.
+            setTimeout(() => deps.failpoints.hit('receive.before_run'), 200)
+            return
+          }
+          // Closing (close() may no longer wait for a new run): the row is left to the relay's
+          // orphan recovery once its lease has run out.
+          if (closed) place()
+          else start(row.id, place, { row, token: lease.token, leasedAt: reservedAt })
+        },
+        release: place,
+      }
     },
     async close(force) {
       closed = true
@@ -134,11 +180,12 @@ async function runRowNow(
   gates: Gates,
   eventRowId: string,
   place?: () => void,
+  leased?: Leased,
 ) {
   const jobId = HAND_OFF_JOB_ID
   let later: number | undefined
   try {
-    const result = await processEvent(deps, batches, gates, eventRowId, jobId, place)
+    const result = await processEvent(deps, batches, gates, eventRowId, jobId, place, leased)
     if (result.kind === 'delayed') later = result.until - Date.now()
   } catch (error) {
     deps.logger.warn(
@@ -218,10 +265,18 @@ async function processJob(
   return done
 }
 
+/** A row this worker holds the lease of: its token, and when the lease was taken. */
+interface Leased {
+  row: LeasedEvent
+  token: string
+  leasedAt: number
+}
+
 /**
- * Leases the row (holding a `leased` place until it is finished), waits for a handler slot, and runs
- * it. A row that waited for its slot long enough to matter has its lease renewed first, so its handler
- * starts with a whole lease as if it had just been leased.
+ * Leases the row (holding a `leased` place until it is finished), unless its claim leased it
+ * (`leased`), waits for a handler slot, and runs it. A row that waited for its slot long enough to
+ * matter has its lease renewed first, so its handler starts with a whole lease as if it had just
+ * been leased.
  */
 async function processEvent(
   deps: WorkerDependencies,
@@ -230,34 +285,39 @@ async function processEvent(
   eventRowId: string,
   jobId: string,
   place?: () => void,
+  leasedByClaim?: Leased,
 ): Promise<JobResult> {
-  const leaseToken = randomUUID()
   const releaseLeased = place ?? (await gates.leased.acquire())
   let releaseHandler: (() => void) | undefined
   try {
-    const leasedAt = Date.now()
-    const lease = await batches.lease.run({ id: eventRowId, token: leaseToken, jobId })
-    switch (lease.kind) {
-      case 'missing':
-        deps.logger.warn({ eventRowId, jobId }, 'job for a row that no longer exists')
-        return done
-      case 'finished':
-        return done
-      case 'held':
-        // Another worker holds a live lease: look again once it runs out.
-        return runAgainAt(lease.until.getTime() + 250)
-      case 'leased':
-        break
+    let leased = leasedByClaim
+    if (leased === undefined) {
+      const token = randomUUID()
+      const leasedAt = Date.now()
+      const lease = await batches.lease.run({ id: eventRowId, token, jobId })
+      switch (lease.kind) {
+        case 'missing':
+          deps.logger.warn({ eventRowId, jobId }, 'job for a row that no longer exists')
+          return done
+        case 'finished':
+          return done
+        case 'held':
+          // Another worker holds a live lease: look again once it runs out.
+          return runAgainAt(lease.until.getTime() + 250)
+        case 'leased':
+          leased = { row: lease.row, token, leasedAt }
+          break
+      }
     }
     releaseHandler = await gates.handlers.acquire()
-    if (!(await keepLease(deps, lease.row, leaseToken, Date.now() - leasedAt))) {
+    if (!(await keepLease(deps, leased.row, leased.token, Date.now() - leased.leasedAt))) {
       deps.logger.warn(
         { eventRowId, jobId },
         'lease taken over while waiting for a handler slot; leaving the row',
       )
       return done
     }
-    return await runLeased(deps, batches, lease.row, leaseToken, jobId, releaseHandler)
+    return await runLeased(deps, batches, leased.row, leased.token, jobId, releaseHandler)
   } finally {
     releaseHandler?.()
     releaseLeased()

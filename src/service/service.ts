@@ -46,7 +46,7 @@ import {
 import { claimQueuePrefix } from '../queue/prefix-owner.js'
 import { type RedisWatch, redisProblems, watchRedis } from '../queue/redis-health.js'
 import { startRelay } from '../queue/relay.js'
-import { startWorker } from '../queue/worker.js'
+import { type HereLease, startWorker } from '../queue/worker.js'
 import { startRetention } from '../retention/loop.js'
 import { extendPartitions } from '../retention/partitions.js'
 import { retentionWarnings } from '../retention/provider-horizon.js'
@@ -172,6 +172,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const queue = backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions)
   // Bound once the worker starts (a process that runs one): the rows it claims start in it.
   let runHere: ((eventRowId: string) => boolean) | undefined
+  let reserveHere: ((source: string) => HereLease | undefined) | undefined
   const queueTakesJobs = () =>
     backend.kind === 'in-process' || (backend.connected() && redisWatch?.last()?.refusingWrites !== true)
   const enqueuer = createEnqueuer({
@@ -285,6 +286,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           claims,
           backpressure,
           enqueuer,
+          // As runHere: only while Redis takes jobs, for what such a row must do later.
+          reserveHere: (source) => (queueTakesJobs() ? reserveHere?.(source) : undefined),
           logger,
           metrics,
           readiness,
@@ -355,6 +358,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     : undefined
   runNow = worker?.runNow
   runHere = worker?.runHere
+  reserveHere = worker?.reserveHere
   const reconciler = runsWorker
     ? startReconciler({
         backend,

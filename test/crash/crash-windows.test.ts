@@ -54,24 +54,51 @@ describe('crash windows (SIGKILL at named points)', () => {
     expect(await effects('evt_crash_before_commit')).toBe(1)
   })
 
-  it('after the commit, before the response: the row is there; the retry is a duplicate; processed once', async () => {
+  it('after the commit, before the response: the row is there, leased by its claim; the retry is a duplicate; processed once', async () => {
     const crashing = await start('receive.after_commit')
     await expect(deliverOrder(crashing.url, 'evt_crash_after_commit')).rejects.toThrow()
     await killedBy(crashing)
-    expect(await rowFor('evt_crash_after_commit')).toMatchObject({ status: 'pending', enqueuedAt: null })
+    // A process that works what it claims inserts the row leased to itself (Worker.reserveHere).
+    expect(await rowFor('evt_crash_after_commit')).toMatchObject({
+      status: 'processing',
+      attempts: 1,
+      jobId: 'hand-off',
+    })
 
     const child = await start()
     const retry = await deliverOrder(child.url, 'evt_crash_after_commit')
     expect(await retry.json()).toMatchObject({ status: 'duplicate' })
+    // The relay's orphan recovery, once the lease (2 s) has run out and the row was quiet for 5 s.
     await expect
-      .poll(async () => (await rowFor('evt_crash_after_commit'))?.status, { timeout: 15_000 })
+      .poll(async () => (await rowFor('evt_crash_after_commit'))?.status, { timeout: 20_000 })
       .toBe('done')
     expect(await effects('evt_crash_after_commit')).toBe(1)
     expect(invocations('evt_crash_after_commit')).toBe(1)
   })
 
-  it('after the response, before the enqueue: the 200 stands and the relay processes the row', async () => {
-    const crashing = await start('receive.before_enqueue')
+  it('after the response, before the run: the 200 stands and the row its claim leased is processed once', async () => {
+    const crashing = await start('receive.before_run')
+    const response = await deliverOrder(crashing.url, 'evt_crash_before_run')
+    expect(response.status).toBe(200)
+    expect(await response.json()).toMatchObject({ status: 'accepted' })
+    await killedBy(crashing)
+    expect(await rowFor('evt_crash_before_run')).toMatchObject({
+      status: 'processing',
+      attempts: 1,
+      jobId: 'hand-off',
+    })
+    expect(invocations('evt_crash_before_run')).toBe(0)
+
+    await start()
+    await expect
+      .poll(async () => (await rowFor('evt_crash_before_run'))?.status, { timeout: 20_000 })
+      .toBe('done')
+    expect(await effects('evt_crash_before_run')).toBe(1)
+    expect(invocations('evt_crash_before_run')).toBe(1)
+  })
+
+  it('after the response, before the enqueue (an api-only process): the 200 stands and the relay processes the row', async () => {
+    const crashing = await start('receive.before_enqueue', 'api')
     const response = await deliverOrder(crashing.url, 'evt_crash_before_enqueue')
     expect(response.status).toBe(200)
     expect(await response.json()).toMatchObject({ status: 'accepted' })

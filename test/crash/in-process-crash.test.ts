@@ -88,16 +88,20 @@ describe('crash windows with the in-process queue (SIGKILL, then a restart)', ()
     for (const row of committed) expect(await effects(row.eventId)).toBe(1)
   })
 
-  it('after the response, before the enqueue: the 200 stands and the restarted process handles the row', async () => {
-    const crashing = await start('receive.before_enqueue')
-    expect((await deliverOrder(crashing.url, 'evt_inproc_before_enqueue')).status).toBe(200)
+  it('after the response, before the run: the 200 stands and the restarted process handles the row its claim leased', async () => {
+    const crashing = await start('receive.before_run')
+    expect((await deliverOrder(crashing.url, 'evt_inproc_before_run')).status).toBe(200)
     expect(await crashing.exited).toBe('SIGKILL')
-    expect(await rowFor('evt_inproc_before_enqueue')).toMatchObject({ status: 'pending', enqueuedAt: null })
+    expect(await rowFor('evt_inproc_before_run')).toMatchObject({ status: 'processing', attempts: 1 })
 
+    const restartedAt = Date.now()
     await start()
+    // The lease (2 s) must run out first; orphan recovery would take a minute more.
     await expect
-      .poll(async () => (await rowFor('evt_inproc_before_enqueue'))?.status, { timeout: 15_000 })
+      .poll(async () => (await rowFor('evt_inproc_before_run'))?.status, { timeout: 15_000 })
       .toBe('done')
-    expect(await effects('evt_inproc_before_enqueue')).toBe(1)
+    expect(Date.now() - restartedAt).toBeLessThan(15_000)
+    expect(invocations('evt_inproc_before_run')).toBe(1)
+    expect(await effects('evt_inproc_before_run')).toBe(1)
   })
 })

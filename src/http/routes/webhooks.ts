@@ -10,6 +10,7 @@ import { type ReceiveOutcome, receiveDelivery } from '../../inbound/receive.js'
 import type { Logger } from '../../logger.js'
 import { type Metrics, UNKNOWN_SOURCE_LABEL } from '../../metrics.js'
 import type { Enqueuer } from '../../queue/enqueuer.js'
+import type { HereLease } from '../../queue/worker.js'
 import { contextUnder, TRACING_OFF, type Tracing } from '../../tracing.js'
 import { ApiError, busy } from '../errors.js'
 import { limitBody } from '../middleware/body-limit.js'
@@ -19,6 +20,8 @@ export interface WebhookRouteDependencies {
   claims: ClaimBatcher
   backpressure?: Backpressure
   enqueuer: Enqueuer
+  /** This process's worker's place for a row it claims (Worker.reserveHere); absent: none. */
+  reserveHere?: ((source: string) => HereLease | undefined) | undefined
   logger: Logger
   metrics: Metrics
   /** Absent: off (the no-op tracer). */
@@ -117,8 +120,8 @@ export function webhookRoutes(deps: WebhookRouteDependencies) {
     switch (outcome.kind) {
       case 'accepted':
         // After the commit, never before it; the response does not wait for Redis (the relay
-        // covers an enqueue that fails or never happens).
-        deps.enqueuer.enqueue(outcome.id)
+        // covers an enqueue that fails or never happens). A row its claim leased runs here already.
+        if (!outcome.startedHere) deps.enqueuer.enqueue(outcome.id)
         return c.json({ status: 'accepted', id: outcome.id }, 200)
       case 'duplicate':
         return c.json({ status: 'duplicate', id: outcome.id }, 200)
