@@ -98,10 +98,12 @@ export async function recordRouteOutcomes(
   await client`
     insert into event_routes as r (event_row_id, route_id, status, attempts, last_error, response_status)
     select ${eventRowId}::uuid, route_id, status::route_delivery_status, ran::int, error, response_status::int
+    -- Each array behind a subquery, so one plan serves every batch size (see claimStatement).
     from unnest(
-      ${outcomes.map((o) => o.routeId)}::text[], ${outcomes.map((o) => o.status)}::text[],
-      ${outcomes.map((o) => (o.ran ? '1' : '0'))}::text[], ${outcomes.map((o) => o.error?.slice(0, 2000) ?? null)}::text[],
-      ${outcomes.map((o) => (o.responseStatus === undefined ? null : String(o.responseStatus)))}::text[]
+      (select ${outcomes.map((o) => o.routeId)}::text[]), (select ${outcomes.map((o) => o.status)}::text[]),
+      (select ${outcomes.map((o) => (o.ran ? '1' : '0'))}::text[]),
+      (select ${outcomes.map((o) => o.error?.slice(0, 2000) ?? null)}::text[]),
+      (select ${outcomes.map((o) => (o.responseStatus === undefined ? null : String(o.responseStatus)))}::text[])
     ) as i(route_id, status, ran, error, response_status)
     on conflict (event_row_id, route_id) do update
     set status = excluded.status, attempts = r.attempts + excluded.attempts,

@@ -27,7 +27,9 @@ export async function markEnqueued(client: postgres.Sql, rows: readonly Enqueued
   const ids = rowIdRange(rows.map((row) => row.id))
   await client`
     update inbound_events e set enqueued_at = now(), job_id = i.job_id
-    from unnest(${rows.map((row) => row.id)}::uuid[], ${rows.map((row) => row.jobId)}::text[]) as i(id, job_id)
+    -- Each array behind a subquery, so one plan serves every batch size (see claimStatement).
+    from unnest((select ${rows.map((row) => row.id)}::text[])::uuid[], (select ${rows.map((row) => row.jobId)}::text[]))
+      as i(id, job_id)
     where e.id = i.id and e.id between ${ids.lowest}::uuid and ${ids.highest}::uuid and e.enqueued_at is null`
 }
 

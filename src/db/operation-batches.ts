@@ -114,15 +114,17 @@ async function claimFresh(
   sql: postgres.Sql,
   claims: readonly FreshClaim[],
 ): Promise<(OperationRow | undefined)[]> {
+  // Each array behind a subquery, so one plan serves every batch size (see claimStatement).
   const rows = await sql`
     with claim_input as (
       select * from unnest(
-        ${claims.map((c) => c.key)}::text[], ${claims.map((c) => c.tool)}::text[],
-        ${claims.map((c) => c.effect)}::effect_class[], ${claims.map((c) => c.payloadHash)}::text[],
-        ${claims.map((c) => c.argsJson)}::text[], ${claims.map((c) => c.leaseToken)}::uuid[],
-        ${claims.map((c) => c.leaseMs)}::int[], ${claims.map((c) => c.actor)}::text[],
-        ${claims.map((c) => c.undoRefJson)}::text[], ${claims.map((c) => c.runId)}::text[],
-        ${claims.map((c) => c.traceId)}::text[], ${claims.map((c) => c.toolCallId)}::text[]
+        (select ${claims.map((c) => c.key)}::text[]), (select ${claims.map((c) => c.tool)}::text[]),
+        (select ${claims.map((c) => c.effect)}::text[])::effect_class[],
+        (select ${claims.map((c) => c.payloadHash)}::text[]), (select ${claims.map((c) => c.argsJson)}::text[]),
+        (select ${claims.map((c) => c.leaseToken)}::text[])::uuid[],
+        (select ${claims.map((c) => String(c.leaseMs))}::text[])::int[], (select ${claims.map((c) => c.actor)}::text[]),
+        (select ${claims.map((c) => c.undoRefJson)}::text[]), (select ${claims.map((c) => c.runId)}::text[]),
+        (select ${claims.map((c) => c.traceId)}::text[]), (select ${claims.map((c) => c.toolCallId)}::text[])
       ) with ordinality as i(key, tool, effect, payload_hash, args, lease_token, lease_ms, actor, undo_ref,
                              run_id, trace_id, tool_call_id, position)),
     ${freshClaimWrites(sql)}
@@ -149,18 +151,18 @@ async function settle(sql: postgres.Sql, settlements: readonly Settlement[]): Pr
   const rows = await sql<Array<{ position: string; kind: 'completed' | 'done' }>>`
     with input as (
       -- Every array travels as text[] (postgres-js serialises those, nulls included, reliably) and is
-      -- cast here.
+      -- cast here; each behind a subquery, so one plan serves every batch size (see claimStatement).
       select op_id::uuid, op_token::uuid, op_attempt::int, result, downstream_id, actor,
              event_id::uuid, event_token::uuid, event_attempt::int, started_at::timestamptz,
              finished_at::timestamptz, response_status::int, response_excerpt, position
       from unnest(
-        ${column((s) => s.completion?.operationId)}::text[], ${column((s) => s.completion?.leaseToken)}::text[],
-        ${column((s) => s.completion?.attempt)}::text[], ${column((s) => s.completion?.resultJson)}::text[],
-        ${column((s) => s.completion?.downstreamId)}::text[], ${column((s) => s.completion?.actor)}::text[],
-        ${column((s) => s.done?.id)}::text[], ${column((s) => s.done?.token)}::text[],
-        ${column((s) => s.done?.attempt)}::text[], ${column((s) => s.done?.startedAt.toISOString())}::text[],
-        ${column((s) => s.done?.finishedAt.toISOString())}::text[],
-        ${column((s) => s.done?.responseStatus)}::text[], ${column((s) => s.done?.responseExcerpt)}::text[]
+        (select ${column((s) => s.completion?.operationId)}::text[]), (select ${column((s) => s.completion?.leaseToken)}::text[]),
+        (select ${column((s) => s.completion?.attempt)}::text[]), (select ${column((s) => s.completion?.resultJson)}::text[]),
+        (select ${column((s) => s.completion?.downstreamId)}::text[]), (select ${column((s) => s.completion?.actor)}::text[]),
+        (select ${column((s) => s.done?.id)}::text[]), (select ${column((s) => s.done?.token)}::text[]),
+        (select ${column((s) => s.done?.attempt)}::text[]), (select ${column((s) => s.done?.startedAt.toISOString())}::text[]),
+        (select ${column((s) => s.done?.finishedAt.toISOString())}::text[]),
+        (select ${column((s) => s.done?.responseStatus)}::text[]), (select ${column((s) => s.done?.responseExcerpt)}::text[])
       ) with ordinality as i(op_id, op_token, op_attempt, result, downstream_id, actor, event_id, event_token,
                              event_attempt, started_at, finished_at, response_status, response_excerpt, position)),
     completed as (
