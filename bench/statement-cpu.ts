@@ -9,7 +9,8 @@
 // STMT_EVENTS events (6400 by default) are measured after STMT_WARM (19,200) went the same way and an
 // ANALYZE, so the plans are those of a ledger whose statistics know its tables, not of empty ones.
 // STMT_BATCH (64) events per lease and settle, STMT_CLAIM (100) per claim, as the worker and the
-// claim batcher make them at most. STMT_PERF=1 prints the backend's pid and waits 2 s before the
+// claim batcher make them at most. STMT_PAST_DAYS=N first adds the ledger periods of the N days
+// before today (empty), as a ledger that keeps N days of history has them. STMT_PERF=1 prints the backend's pid and waits 2 s before the
 // measured part, for `perf record -g -p <pid>`.
 import { createHash, randomUUID } from 'node:crypto'
 import postgres from 'postgres'
@@ -17,6 +18,7 @@ import { claimEvents } from '../src/db/claims.js'
 import { leaseEvents } from '../src/db/events.js'
 import { operationBatches } from '../src/db/operation-batches.js'
 import { createTestDatabase } from '../test/support/database.js'
+import { addPastPeriods } from '../test/support/periods.js'
 import { cpuMs } from './cpu.js'
 import { benchBody, DRAIN_BODY_BYTES } from './signing.js'
 
@@ -24,12 +26,14 @@ const EVENTS = Number(process.env.STMT_EVENTS ?? 6400)
 const WARM = Number(process.env.STMT_WARM ?? 19_200)
 const BATCH = Number(process.env.STMT_BATCH ?? 64)
 const CLAIM = Number(process.env.STMT_CLAIM ?? 100)
+const PAST_DAYS = Number(process.env.STMT_PAST_DAYS ?? 0)
 const SOURCE = 'bench'
 const LEASE_MS = 30_000
 
 const db = await createTestDatabase()
 const sql = postgres(db.url, { max: 1, onnotice: () => {} })
 try {
+  if (PAST_DAYS > 0) await addPastPeriods(db.sql, { since: `${PAST_DAYS} days` })
   const [backend] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`
   const pid = backend?.pid as number
   const total = WARM + EVENTS
