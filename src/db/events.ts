@@ -135,8 +135,9 @@ export async function leaseEvents(
   >`
     with input as (
       select distinct on (id) id, token, job_id
-      from unnest(${requests.map((r) => r.id)}::uuid[], ${requests.map((r) => r.token)}::uuid[],
-                  ${requests.map((r) => r.jobId)}::text[])
+      from unnest((select ${requests.map((r) => r.id)}::text[])::uuid[],
+                  (select ${requests.map((r) => r.token)}::text[])::uuid[],
+                  (select ${requests.map((r) => r.jobId)}::text[]))
         with ordinality as i(id, token, job_id, position)
       order by id, position),
     picked as (
@@ -184,7 +185,8 @@ export async function leaseEvents(
     select e.id, e.lease_token, false, e.source, e.event_id, null, null, null, e.attempts, e.received_at,
            e.status, e.lease_until, null, null
     from inbound_events e
-    where e.id = any(${requests.map((r) => r.id)}::uuid[]) and e.id not in (select id from leased)`
+    where e.id = any((select ${requests.map((r) => r.id)}::text[])::uuid[]) and e.id not in (select id from leased)
+      and e.id between ${ids.lowest}::uuid and ${ids.highest}::uuid`
   const leasedByToken = new Map(rows.filter((row) => row.leased).map((row) => [row.lease_token, row]))
   const byId = new Map(rows.map((row) => [row.id, row]))
   return requests.map((request): LeaseResult => {
