@@ -264,13 +264,14 @@ async function claimStatement(
 ): Promise<ClaimOutcome> {
   const claimsForwards = events.some((e) => e.lease?.forwardLeaseMs != null)
   // One row whatever happened, so a ledger with no generation for now cannot pass for duplicates.
-  // Each array is passed as `(select $n::text[])`, as in every batch statement of the ledger: behind
-  // the subquery the planner cannot see the array's length. Passed plainly, a batch of one row looked
-  // cheaper planned for its own values than with the cached plan, so PostgreSQL planned the statement
-  // again at every call: at batches of one that was half of this claim's and of the settle's backend
-  // CPU (940 → 420 µs and 820 → 450 µs per event, `STMT_CLAIM=1 STMT_BATCH=1 npx tsx
-  // bench/statement-cpu.ts`, which prints each statement's generic and custom plan counts). At
-  // batches of 8 and of 100 nothing moved.
+  // Each array of the events is passed as `(select $n::text[])`, as the lease, the settle, the fresh
+  // operation claim and the enqueue mark pass theirs: behind the subquery the planner cannot see the
+  // array's length. Passed plainly, a batch of one row looked cheaper planned for its own values than
+  // with the cached plan, so PostgreSQL planned the statement again at every call: at batches of one
+  // that was half of this claim's and of the settle's backend CPU (940 → 420 µs and 820 → 450 µs per
+  // event, `STMT_CLAIM=1 STMT_BATCH=1 npx tsx bench/statement-cpu.ts`, which prints each statement's
+  // generic and custom plan counts). At batches of 8 and of 100 nothing moved. (The ordering keys'
+  // arrays, present for ordered sources only, are still passed plainly.)
   const [outcome] = await tx<ClaimOutcome[]>`
     with input as materialized (
       select hookledger_uuid_v7(now()) as id, source, event_id, event_type, payload_hash, body, headers,
