@@ -10,7 +10,8 @@
 // ANALYZE, so the plans are those of a ledger whose statistics know its tables, not of empty ones.
 // STMT_BATCH (64) events per lease and settle, STMT_CLAIM (100) per claim, as the worker and the
 // claim batcher make them at most. STMT_PAST_DAYS=N first adds the ledger periods of the N days
-// before today (empty), as a ledger that keeps N days of history has them. STMT_PERF=1 prints the backend's pid and waits 2 s before the
+// before today (empty), as a ledger that keeps N days of history has them. STMT_ORDERED=1 gives
+// each event an ordering key, written by the claim. STMT_PERF=1 prints the backend's pid and waits 2 s before the
 // measured part, for `perf record -g -p <pid>`.
 import { createHash, randomUUID } from 'node:crypto'
 import postgres from 'postgres'
@@ -27,6 +28,7 @@ const WARM = Number(process.env.STMT_WARM ?? 19_200)
 const BATCH = Number(process.env.STMT_BATCH ?? 64)
 const CLAIM = Number(process.env.STMT_CLAIM ?? 100)
 const PAST_DAYS = Number(process.env.STMT_PAST_DAYS ?? 0)
+const ORDERED = process.env.STMT_ORDERED === '1'
 const SOURCE = 'bench'
 const LEASE_MS = 30_000
 
@@ -55,6 +57,19 @@ try {
           payloadHash: createHash('sha256').update(body).digest('hex'),
           body,
           headers: { 'content-type': 'application/json', 'webhook-id': eventId },
+          // One of ten keys in the source's own ordered scope, as an ordered source's claim writes.
+          ...(ORDERED
+            ? {
+                orderingKeys: [
+                  {
+                    routeId: '',
+                    keyHash: createHash('sha256')
+                      .update(`key${i % 10}`)
+                      .digest('hex'),
+                  },
+                ],
+              }
+            : {}),
         }
       }),
     )
