@@ -43,7 +43,11 @@ export const operationStatus = pgEnum('operation_status', [
 ])
 export type OperationStatus = (typeof operationStatus.enumValues)[number]
 
-/** The source document's operation_record: one row per intended action, identified by its key. */
+/**
+ * The source document's operation_record: one row per intended action, identified by its key. Stored
+ * with fillfactor 50 (migration 0022; pgTable cannot express it), so a success's new version lands on
+ * the claim's page and is logged as the bytes that differ.
+ */
 export const operations = pgTable(
   'operations',
   {
@@ -99,7 +103,10 @@ export const attemptStatus = pgEnum('attempt_status', [
 ])
 export type AttemptStatus = (typeof attemptStatus.enumValues)[number]
 
-/** One row per call that may have gone out, committed before it went out. */
+/**
+ * One row per call that may have gone out, committed before it went out. Stored with fillfactor 80
+ * (migration 0022): room on its page for the attempt's HOT update.
+ */
 export const operationAttempts = pgTable(
   'operation_attempts',
   {
