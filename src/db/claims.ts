@@ -128,10 +128,9 @@ export async function claimEvents(
             return claimed
           }),
         )) as ClaimOutcome)
-  const inserted = outcome.claimed.filter((row) => !row.lost)
+  const inserted = outcome.claimed.filter((row): row is ClaimedRow => !row.lost)
   if (inserted.length > 0) onInserted?.(outcome.xid, inserted.length)
-  const insertedIds = new Map(inserted.map((row) => [key(row.source, row.event_id), row.id]))
-  const receivedAt = new Map(inserted.map((row) => [row.id, row.received_at]))
+  const insertedRows = new Map(inserted.map((row) => [key(row.source, row.event_id), row]))
   const forwardClaims = new Map(outcome.forward_claims.map((claim) => [String(claim.run_id), claim]))
 
   // A key inserted by this statement is accepted for its first delivery in the batch only.
@@ -139,13 +138,13 @@ export async function claimEvents(
   const unresolved: number[] = []
   for (const [index, event] of events.entries()) {
     const k = key(event.source, event.eventId)
-    const id = insertedIds.get(k)
-    if (id !== undefined) {
-      insertedIds.delete(k)
+    const row = insertedRows.get(k)
+    if (row !== undefined) {
+      insertedRows.delete(k)
       results[index] =
         event.lease === undefined
-          ? { kind: 'accepted', id }
-          : { kind: 'accepted', id, leased: leasedByClaim(event, id, receivedAt.get(id), forwardClaims) }
+          ? { kind: 'accepted', id: row.id }
+          : { kind: 'accepted', id: row.id, leased: leasedByClaim(event, row, forwardClaims) }
     } else {
       unresolved.push(index)
     }
@@ -224,16 +223,24 @@ interface ClaimOutcome {
   generations: number
   xid: string
   /** `lost`: the row won one generation and lost the other (a claim in an overlap only). */
-  claimed: Array<{ id: string; source: string; event_id: string; lost: boolean; received_at: string | null }>
+  claimed: Array<ClaimedRow | { id: string; source: string; event_id: string; lost: true; received_at: null }>
   /** The forward operations claimed with leased rows, each under its run id (`<row id>/1`). */
   forward_claims: Array<Record<string, unknown>>
+}
+
+/** A row the claim's statement inserted (a key that won every generation it was written to). */
+interface ClaimedRow {
+  id: string
+  source: string
+  event_id: string
+  lost: false
+  received_at: string
 }
 
 /** A row its claim leased, as the worker's lease would have answered it (attempt 1). */
 function leasedByClaim(
   event: NewEvent,
-  id: string,
-  receivedAt: string | null | undefined,
+  { id, received_at: receivedAt }: ClaimedRow,
   forwardClaims: ReadonlyMap<string, Record<string, unknown>>,
 ): LeasedEvent {
   const forwardClaim = forwardClaims.get(`${id}/1`)
@@ -245,7 +252,7 @@ function leasedByClaim(
     body: event.body,
     headers: event.headers,
     attempts: 1,
-    receivedAt: receivedAt == null ? new Date() : new Date(receivedAt),
+    receivedAt: new Date(receivedAt),
     forwardClaim: forwardClaim === undefined ? undefined : toOperation(forwardClaim),
     traceParent: event.traceParent ?? null,
   }

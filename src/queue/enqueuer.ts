@@ -19,7 +19,7 @@ export interface RequeuedRow {
 export interface Enqueuer {
   /**
    * Fire and forget: batches the rows of concurrent requests into one `addBulk`, after handing this
-   * process's worker those it has room for (`runHere`); never throws.
+   * process's worker those it has room for now (`runHere`); never throws.
    */
   enqueue(eventRowId: string): void
   /**
@@ -56,9 +56,10 @@ export function createEnqueuer(deps: {
    */
   markDelayMs?: number
   /**
-   * Starts a row in this process's own worker when it has room (Worker.runHere), instead of adding
-   * a job for it: no round through the queue for the rows a process both claims and works. Absent
-   * in a process without a worker.
+   * Starts a row in this process's own worker when a place has come free since its claim
+   * (Worker.runHere), instead of adding a job for it. Most rows a process both claims and works were
+   * claimed already leased (Worker.reserveHere) and never come here; these are the ones claimed
+   * PENDING because every place was taken then. Absent in a process without a worker.
    */
   runHere?: (eventRowId: string) => boolean
 }): Enqueuer {

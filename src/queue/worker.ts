@@ -65,11 +65,12 @@ export interface Worker extends JobProcessor {
    */
   runNow(eventRowId: string): void
   /**
-   * runNow for a row this process just claimed, when a place among the leased rows is free now:
-   * the row starts without a round through the queue, as a row the queue handed over would. False
-   * when every place is taken (or the worker is closing): the row then goes to the queue. A process
-   * that dies with such a row leaves it without a job: the relay gives it one (graceMs after the
-   * claim for a row not yet leased, orphanAfterMs after the lease ran out for one it was running).
+   * runNow for a row this process just claimed PENDING (reserveHere found every place taken), when
+   * a place among the leased rows is free now: the row starts without a round through the queue, as
+   * a row the queue handed over would. False when every place is taken (or the worker is closing):
+   * the row then goes to the queue. A process that dies with such a row leaves it without a job:
+   * the relay gives it one (graceMs after the claim for a row not yet leased, orphanAfterMs after
+   * the lease ran out for one it was running).
    */
   runHere(eventRowId: string): boolean
   /**
@@ -120,6 +121,8 @@ export function startWorker(deps: WorkerDependencies): Worker {
       ...queueErrorLog(deps.logger, lost),
     },
   )
+  /** A place among the leased rows for a row run here, if one is free and the worker is not closing. */
+  const takePlace = () => (closed ? undefined : gates.leased.tryAcquire())
   /** Runs a row outside any job, tracked so that close() waits for it. */
   const start = (eventRowId: string, place?: () => void, leased?: Leased) => {
     const run = runRowNow(deps, batches, gates, eventRowId, place, leased).finally(() => running.delete(run))
@@ -130,13 +133,13 @@ export function startWorker(deps: WorkerDependencies): Worker {
       if (!closed) start(eventRowId)
     },
     runHere(eventRowId) {
-      const place = closed ? undefined : gates.leased.tryAcquire()
+      const place = takePlace()
       if (place === undefined) return false
       start(eventRowId, place)
       return true
     },
     reserveHere(source) {
-      const place = closed ? undefined : gates.leased.tryAcquire()
+      const place = takePlace()
       if (place === undefined) return undefined
       const reservedAt = Date.now()
       const lease: ClaimLease = {
