@@ -8,7 +8,8 @@ import { ledgerAtMigration } from '../support/ledger-at-migration.js'
 // bigserial id nothing reads by; event_attempts keeps only its primary key (event_row_id, id). Each
 // forwarded event then writes four index entries fewer. Upgraded from a ledger of 0020 with rows in
 // all three tables: the rows stay as they were, the keys refuse what the old unique index refused,
-// and every read still goes through an index.
+// and every read still goes through an index. Migration 0023 did the same for event_replays, read by
+// event only: its primary key (event_row_id, id) is its one index.
 
 const ledger = ledgerAtMigration(20)
 
@@ -54,7 +55,11 @@ describe('migration 0021: the attempts and the audit keyed by what reads them', 
     await ledger.sql`
       insert into event_attempts (event_row_id, attempt, outcome, error, started_at)
       values (${eventRowId}, 1, 'error', 'HTTP 503', now()), (${eventRowId}, 2, 'done', null, now())`
+    await ledger.sql`
+      insert into event_replays (event_row_id, replay, by, previous_attempts, previous_error)
+      values (${eventRowId}, 1, 'ops@example.com', 2, 'HTTP 503')`
     const before = {
+      replays: await ledger.sql`select * from event_replays order by id`,
       audit: await ledger.sql`select * from operation_audit order by id`,
       attempts: await ledger.sql`select * from operation_attempts order by id`,
       eventAttempts: await ledger.sql`select * from event_attempts order by id`,
@@ -65,6 +70,7 @@ describe('migration 0021: the attempts and the audit keyed by what reads them', 
     expect(await ledger.sql`select * from operation_audit order by id`).toEqual(before.audit)
     expect(await ledger.sql`select * from operation_attempts order by id`).toEqual(before.attempts)
     expect(await ledger.sql`select * from event_attempts order by id`).toEqual(before.eventAttempts)
+    expect(await ledger.sql`select * from event_replays order by id`).toEqual(before.replays)
 
     expect(await indexesOf('operation_audit')).toEqual([
       { name: 'operation_audit_operation_id_id_pk', primary: true, columns: 'operation_id,id' },
@@ -75,7 +81,14 @@ describe('migration 0021: the attempts and the audit keyed by what reads them', 
     // The partitioned table and the partition the event went to alike.
     const [partition] = await ledger.sql<Array<{ name: string }>>`
       select tableoid::regclass::text as name from event_attempts limit 1`
-    for (const table of ['event_attempts', String(partition?.name)]) {
+    const [replayPartition] = await ledger.sql<Array<{ name: string }>>`
+      select tableoid::regclass::text as name from event_replays limit 1`
+    for (const table of [
+      'event_attempts',
+      String(partition?.name),
+      'event_replays',
+      String(replayPartition?.name),
+    ]) {
       expect((await indexesOf(table)).map(({ primary, columns }) => ({ primary, columns }))).toEqual([
         { primary: true, columns: 'event_row_id,id' },
       ])
@@ -101,5 +114,9 @@ describe('migration 0021: the attempts and the audit keyed by what reads them', 
         eventRowId,
       ]),
     ).toMatch(/Index (Only )?Scan (using|on) event_attempts_\d+_pkey/)
+    // An event's replays (the event view).
+    expect(
+      await planOf('select * from event_replays where event_row_id = $1 order by replay', [eventRowId]),
+    ).toMatch(/Index (Only )?Scan (using|on) event_replays_\d+_pkey/)
   })
 })
