@@ -222,8 +222,8 @@ interface Fill {
   vacuumMs: number
 }
 
-/** Fills `days` (days back) with `perDay` events each, then vacuum analyze and a checkpoint. */
-async function fillHistory(
+/** Fills `days` (days back) with `perDay` events each, then vacuum analyze and a checkpoint (also bench/statement-cpu.ts). */
+export async function fillHistory(
   url: string,
   options: { today: Date; days: number[]; perDay: number; partitioned: boolean },
 ): Promise<Fill> {

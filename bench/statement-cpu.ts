@@ -10,7 +10,10 @@
 // ANALYZE, so the plans are those of a ledger whose statistics know its tables, not of empty ones.
 // STMT_BATCH (64) events per lease and settle, STMT_CLAIM (100) per claim, as the worker and the
 // claim batcher make them at most. STMT_PAST_DAYS=N first adds the ledger periods of the N days
-// before today (empty), as a ledger that keeps N days of history has them. STMT_ORDERED=1 gives
+// before today (empty), as a ledger that keeps N days of history has them. STMT_HISTORY=N first fills
+// N DONE events over ten past days with the scale section's SQL (bench/ledger-at-scale.ts: days 31
+// and 29 to 21, each with its payload, attempt and dedup key; then VACUUM ANALYZE), so the plans are
+// made with the statistics of a ledger that holds a history. STMT_ORDERED=1 gives
 // each event an ordering key, written by the claim. STMT_PERF=1 prints the backend's pid and waits 2 s before the
 // measured part, for `perf record -g -p <pid>`.
 import { createHash, randomUUID } from 'node:crypto'
@@ -21,6 +24,7 @@ import { operationBatches } from '../src/db/operation-batches.js'
 import { createTestDatabase } from '../test/support/database.js'
 import { addPastPeriods } from '../test/support/periods.js'
 import { cpuMs } from './cpu.js'
+import { fillHistory } from './ledger-at-scale.js'
 import { benchBody, DRAIN_BODY_BYTES } from './signing.js'
 
 const EVENTS = Number(process.env.STMT_EVENTS ?? 6400)
@@ -29,6 +33,7 @@ const BATCH = Number(process.env.STMT_BATCH ?? 64)
 const CLAIM = Number(process.env.STMT_CLAIM ?? 100)
 const PAST_DAYS = Number(process.env.STMT_PAST_DAYS ?? 0)
 const ORDERED = process.env.STMT_ORDERED === '1'
+const HISTORY = Number(process.env.STMT_HISTORY ?? 0)
 const SOURCE = 'bench'
 const LEASE_MS = 30_000
 
@@ -36,6 +41,17 @@ const db = await createTestDatabase()
 const sql = postgres(db.url, { max: 1, onnotice: () => {} })
 try {
   if (PAST_DAYS > 0) await addPastPeriods(db.sql, { since: `${PAST_DAYS} days` })
+  if (HISTORY > 0) {
+    const days = [31, ...Array.from({ length: 9 }, (_, i) => 29 - i)]
+    const today = new Date(Math.floor(Date.now() / 86_400_000) * 86_400_000)
+    const fill = await fillHistory(db.url, {
+      today,
+      days,
+      perDay: Math.ceil(HISTORY / days.length),
+      partitioned: true,
+    })
+    console.log(`history: ${fill.rows} events filled in ${(fill.insertMs / 1000).toFixed(1)} s`)
+  }
   const [backend] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`
   const pid = backend?.pid as number
   const total = WARM + EVENTS
@@ -76,7 +92,9 @@ try {
   }
   claimMs += cpuMs(pid)
 
-  const ids = (await sql<{ id: string }[]>`select id from inbound_events order by id`).map((row) => row.id)
+  const ids = (
+    await sql<{ id: string }[]>`select id from inbound_events where status = 'pending' order by id`
+  ).map((row) => row.id)
   const settle = operationBatches(sql).settle
   let leaseMs = 0
   let settleMs = 0
@@ -129,7 +147,7 @@ try {
   }
   const [done] = await sql<
     { n: number }[]
-  >`select count(*)::int as n from inbound_events where status = 'done'`
+  >`select count(*)::int as n from inbound_events where status = 'done' and event_id like 'evt\\_%'`
   if (done?.n !== total) throw new Error(`${done?.n} of ${total} events DONE`)
   const perEvent = (ms: number) => ((ms / EVENTS) * 1000).toFixed(0)
   console.log(`backend CPU per event, ${EVENTS} events after ${WARM}:`)
