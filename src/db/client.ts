@@ -164,31 +164,6 @@ export function serverDeadlinesOutsideTransactions(pool: postgres.Sql): boolean 
 }
 
 /**
- * Runs `statement` under a generic plan: in a transaction of its own, whose first statement (sent in
- * the same round trip, not awaited) sets `plan_cache_mode` for that transaction alone. For the
- * worker's statements that join the ledger to an array of row ids bounded by `id between lowest and
- * highest` (src/db/row-id-range.ts). Once the periods' partitions hold a history and its statistics,
- * PostgreSQL prices a generic plan over every period (it prunes them only as the statement starts)
- * against a custom one over the batch's period alone, and so plans such a statement again at every
- * call: with a million events over ten past days, 40–60 µs of backend CPU per event at batches of
- * 64, more at smaller ones (`STMT_HISTORY=1000000 npx tsx bench/statement-cpu.ts`). The generic
- * plan, made once per connection, prunes to the same partitions when it starts. Behind PgBouncer,
- * where statements are not prepared and every call is planned anyway, a custom plan is the cheaper
- * one and the statement runs as it is, as it does in a transaction the caller opened.
- */
-export function underGenericPlan<T>(
-  pool: postgres.Sql,
-  statement: (sql: postgres.Sql | postgres.TransactionSql) => Promise<T>,
-): Promise<T> {
-  // In a caller's transaction (no begin, only savepoints) the setting would outlive the statement.
-  if (deadlinedPerTransaction.has(pool) || typeof pool.begin !== 'function') return statement(pool)
-  return pool.begin((tx) => {
-    void tx`select set_config('plan_cache_mode', 'force_generic_plan', true)`.execute()
-    return statement(tx)
-  }) as Promise<T>
-}
-
-/**
  * The pool with every transaction opening by setting its own `statement_timeout` and
  * `idle_in_transaction_session_timeout` (local to the transaction, so nothing outlives it on a
  * session PgBouncer lends to another client next). The setting is not awaited: it goes out ahead of

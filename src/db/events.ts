@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm'
 import type postgres from 'postgres'
-import { type Transaction, underGenericPlan } from './client.js'
+import type { Transaction } from './client.js'
 import type { AttemptRecord } from './event-records.js'
 import { freshClaimWrites } from './operation-batches.js'
 import { type OperationRow, toOperation } from './operation-rows.js'
@@ -25,15 +25,12 @@ export interface EnqueuedRow {
 export async function markEnqueued(client: postgres.Sql, rows: readonly EnqueuedRow[]): Promise<void> {
   if (rows.length === 0) return
   const ids = rowIdRange(rows.map((row) => row.id))
-  await underGenericPlan(
-    client,
-    (tx) => tx`
+  await client`
     update inbound_events e set enqueued_at = now(), job_id = i.job_id
     -- Each array behind a subquery, so one plan serves every batch size (see claimStatement).
     from unnest((select ${rows.map((row) => row.id)}::text[])::uuid[], (select ${rows.map((row) => row.jobId)}::text[]))
       as i(id, job_id)
-    where e.id = i.id and e.id between ${ids.lowest}::uuid and ${ids.highest}::uuid and e.enqueued_at is null`,
-  )
+    where e.id = i.id and e.id between ${ids.lowest}::uuid and ${ids.highest}::uuid and e.enqueued_at is null`
 }
 
 /**
@@ -118,28 +115,24 @@ export async function leaseEvents(
   forwards: ForwardClaims = NO_FORWARD_CLAIMS,
 ): Promise<LeaseResult[]> {
   const ids = rowIdRange(requests.map((r) => r.id))
-  // A generic plan: see underGenericPlan.
-  const rows = await underGenericPlan(
-    client,
-    (tx) =>
-      tx<
-        Array<{
-          id: string
-          lease_token: string | null
-          leased: boolean
-          source: string
-          event_id: string
-          event_type: string | null
-          body: Buffer | null
-          headers: Record<string, string> | null
-          attempts: number
-          received_at: string | Date
-          status: EventStatus
-          lease_until: string | Date | null
-          forward_claim: Record<string, unknown> | null
-          trace_parent: string | null
-        }>
-      >`
+  const rows = await client<
+    Array<{
+      id: string
+      lease_token: string | null
+      leased: boolean
+      source: string
+      event_id: string
+      event_type: string | null
+      body: Buffer | null
+      headers: Record<string, string> | null
+      attempts: number
+      received_at: string | Date
+      status: EventStatus
+      lease_until: string | Date | null
+      forward_claim: Record<string, unknown> | null
+      trace_parent: string | null
+    }>
+  >`
     with input as (
       select distinct on (id) id, token, job_id
       from unnest((select ${requests.map((r) => r.id)}::text[])::uuid[],
@@ -183,8 +176,8 @@ export async function leaseEvents(
       join unnest(${forwards.sources}::text[], ${forwards.leaseMs}::int[]) as f(source, lease_ms)
         on f.source = l.source
       where l.body is not null),
-    ${forwardClaimInput(tx)},
-    ${freshClaimWrites(tx)}
+    ${forwardClaimInput(client)},
+    ${freshClaimWrites(client)}
     select l.id, l.lease_token, true as leased, l.source, l.event_id, l.event_type, l.body, l.headers, l.attempts,
            l.received_at, l.status, l.lease_until, row_to_json(n) as forward_claim, l.trace_parent
     from bodies l left join inserted n on n.run_id = l.run_id
@@ -193,8 +186,7 @@ export async function leaseEvents(
            e.status, e.lease_until, null, null
     from inbound_events e
     where e.id = any((select ${requests.map((r) => r.id)}::text[])::uuid[]) and e.id not in (select id from leased)
-      and e.id between ${ids.lowest}::uuid and ${ids.highest}::uuid`,
-  )
+      and e.id between ${ids.lowest}::uuid and ${ids.highest}::uuid`
   const leasedByToken = new Map(rows.filter((row) => row.leased).map((row) => [row.lease_token, row]))
   const byId = new Map(rows.map((row) => [row.id, row]))
   return requests.map((request): LeaseResult => {

@@ -1,6 +1,5 @@
 import type postgres from 'postgres'
 import { type Batcher, createBatcher } from './batcher.js'
-import { underGenericPlan } from './client.js'
 import type { DoneRecord } from './event-records.js'
 import { insertAudit } from './operation-audit.js'
 import { type OperationRow, toOperation } from './operation-rows.js'
@@ -149,11 +148,7 @@ async function settle(sql: postgres.Sql, settlements: readonly Settlement[]): Pr
       return found === undefined || found === null ? null : String(found)
     })
   const events = rowIdRange(settlements.map((settlement) => settlement.done?.id))
-  // A generic plan: see underGenericPlan.
-  const rows = await underGenericPlan(
-    sql,
-    (tx) =>
-      tx<Array<{ position: string; kind: 'completed' | 'done' }>>`
+  const rows = await sql<Array<{ position: string; kind: 'completed' | 'done' }>>`
     with input as (
       -- Every array travels as text[] (postgres-js serialises those, nulls included, reliably) and is
       -- cast here; each behind a subquery, so one plan serves every batch size (see claimStatement).
@@ -184,8 +179,8 @@ async function settle(sql: postgres.Sql, settlements: readonly Settlement[]): Pr
       from completed c where a.operation_id = c.id and a.attempt = c.attempt),
     audit as (
       ${insertAudit(
-        tx,
-        tx`select id, operation_key, 'succeeded', 'in_progress', 'completed', actor,
+        sql,
+        sql`select id, operation_key, 'succeeded', 'in_progress', 'completed', actor,
           jsonb_strip_nulls(jsonb_build_object('attempt', attempt, 'downstreamId', downstream_id))
         from completed order by position`,
       )}),
@@ -206,8 +201,7 @@ async function settle(sql: postgres.Sql, settlements: readonly Settlement[]): Pr
       from done d join input i on i.position = d.position)
     select position::text, 'completed' as kind from completed
     union all
-    select position::text, 'done' from done`,
-  )
+    select position::text, 'done' from done`
   const completed = new Set(rows.filter((row) => row.kind === 'completed').map((row) => Number(row.position)))
   const done = new Set(rows.filter((row) => row.kind === 'done').map((row) => Number(row.position)))
   // with ordinality counts from 1

@@ -109,67 +109,6 @@ describe('the worker statements on a ledger of many periods', () => {
   })
 })
 
-describe('the worker statements on a ledger whose periods hold a history', () => {
-  it('keep one generic plan per connection instead of planning each call again', async () => {
-    // 2,000 DONE events in each of ten past periods, analyzed: with these statistics PostgreSQL
-    // prices a generic plan over every period above a custom one pruned to the batch's, and (without
-    // underGenericPlan, checked) made a custom plan at every call of the lease and the settle.
-    await database.sql`
-      insert into inbound_events (id, source, event_id, payload_hash, headers, status, attempts, received_at,
-                                  enqueued_at, processed_at)
-      select hookledger_uuid_v7(at), 'acme', 'hist_' || d || '_' || g, ${'b'.repeat(64)}, '{}', 'done', 1,
-             at, at, at
-      from generate_series(21, 30) d, generate_series(1, 2000) g,
-           lateral (select date_trunc('day', now(), 'UTC') - d * interval '1 day' + g * interval '1 second') t(at)`
-    await database.sql`analyze`
-    // One connection, so its prepared statements' plan counts are the ones read below.
-    const pool = (await import('postgres')).default(database.url, { max: 1, onnotice: () => {} })
-    try {
-      const settle = operationBatches(pool).settle
-      for (let round = 0; round < 8; round += 1) {
-        const ids = (
-          await claimEvents(
-            pool,
-            Array.from({ length: 4 }, (_, i) => ({
-              source: 'acme',
-              eventId: `evt_${round}_${i}`,
-              eventType: null,
-              payloadHash: 'a'.repeat(64),
-              body: Buffer.from(`{"id":"evt_${round}_${i}"}`),
-              headers: {},
-            })),
-          )
-        ).map((result) => result.id)
-        await markEnqueued(
-          pool,
-          ids.map((id) => ({ id, jobId: `evt-${id}` })),
-        )
-        const requests = ids.map((id) => ({ id, token: randomUUID(), jobId: `evt-${id}` }))
-        const leased = await leaseEvents(pool, requests, 60_000)
-        await Promise.all(
-          leased.map((result, i) => {
-            if (result.kind !== 'leased') throw new Error(`expected a lease, got ${result.kind}`)
-            const at = new Date()
-            const token = requests[i]?.token as string
-            return settle.run({
-              done: { id: result.row.id, token, attempt: 1, startedAt: at, finishedAt: at },
-            })
-          }),
-        )
-      }
-      const plans = await pool<Array<{ statement: string; generic: number; custom: number }>>`
-        select statement, generic_plans::int as generic, custom_plans::int as custom from pg_prepared_statements
-        where statement ~ 'update inbound_events e set enqueued_at|select distinct on|-- Every array travels as text'
-          and statement !~ 'pg_prepared_statements'`
-      expect(plans).toHaveLength(3)
-      for (const plan of plans)
-        expect({ generic: plan.generic, custom: plan.custom }).toEqual({ generic: 8, custom: 0 })
-    } finally {
-      await pool.end()
-    }
-  })
-})
-
 describe('rowIdRange', () => {
   it('bounds ids as PostgreSQL orders uuids, whatever their case, skipping nulls', async () => {
     const ids = [
