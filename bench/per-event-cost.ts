@@ -22,6 +22,7 @@ import { type Child, freePort, startChild } from '../test/support/child.js'
 import { testRedisUrl } from '../test/support/env.js'
 import { addPastPeriods } from '../test/support/periods.js'
 import { startDestination } from './destination.js'
+import { fillHistory } from './ledger-at-scale.js'
 import { BENCH_SECRET, DRAIN_BODY_BYTES, signedRequest } from './signing.js'
 
 const EVENTS = Number(process.env.COST_EVENTS ?? 2000)
@@ -31,6 +32,12 @@ const STEADY_RATE = Number(process.env.COST_STEADY_RATE ?? 100)
  * (30 by default): what the number of partitions costs each statement, apart from the rows in them.
  */
 const PAST_DAYS = Number(process.env.COST_PAST_DAYS ?? 0)
+/**
+ * DONE events filled first over ten past days with the scale section's SQL (bench/ledger-at-scale.ts),
+ * then VACUUM ANALYZE: what a history costs each statement, its plans made with the statistics of
+ * periods that hold rows (0 by default).
+ */
+const HISTORY = Number(process.env.COST_HISTORY ?? 0)
 const CONNECTIONS = 32
 const PG_BIN = process.env.COST_PG_BIN ?? '/usr/lib/postgresql/15/bin'
 const LEDGER_ROLE = 'hookledger'
@@ -307,7 +314,7 @@ function report(figures: PhaseFigures[]): string {
   const backlog = figures.filter((f) => f.phase !== 'steady')
   const sum = (pick: (f: PhaseFigures) => number) => backlog.reduce((total, f) => total + pick(f), 0)
   lines.push(
-    `## Per forwarded event (${EVENTS} events; ${CONNECTIONS} connections at intake; ${PAST_DAYS} past periods)`,
+    `## Per forwarded event (${EVENTS} events; ${CONNECTIONS} connections at intake; ${PAST_DAYS} past periods; ${HISTORY} events of history)`,
     '',
   )
   lines.push(
@@ -407,6 +414,17 @@ async function main() {
       await addPastPeriods(ledger, { daysAgo: Array.from({ length: PAST_DAYS }, (_, i) => PAST_DAYS - i) })
       await ledger.end()
     }
+    if (HISTORY > 0) {
+      const days = [31, ...Array.from({ length: 9 }, (_, i) => 29 - i)]
+      const today = new Date(Math.floor(Date.now() / 86_400_000) * 86_400_000)
+      progress(`history: ${HISTORY} DONE events over ${days.length} past days`)
+      await fillHistory(cluster.url('ledger'), {
+        today,
+        days,
+        perDay: Math.ceil(HISTORY / days.length),
+        partitioned: true,
+      })
+    }
     const configPath = join(folder, 'config.json')
     writeFileSync(
       configPath,
@@ -416,10 +434,13 @@ async function main() {
             id: 'bench',
             verify: { scheme: 'standard-webhooks', secrets: [BENCH_SECRET] },
             handler: { type: 'forward', url: destination.url },
+            // Longer than the history, so no retention pass drops a period while a phase runs.
+            retentionDays: 45,
           },
         ],
         worker: { concurrency: 32 },
         queue: { prefix },
+        retention: { dedupWindowDays: 45 },
       }),
     )
     const env = {

@@ -13,7 +13,8 @@
 // before today (empty), as a ledger that keeps N days of history has them. STMT_HISTORY=N first fills
 // N DONE events over ten past days with the scale section's SQL (bench/ledger-at-scale.ts: days 31
 // and 29 to 21, each with its payload, attempt and dedup key; then VACUUM ANALYZE), so the plans are
-// made with the statistics of a ledger that holds a history. STMT_ORDERED=1 gives
+// made with the statistics of a ledger that holds a history. STMT_GENERIC=1 runs them on a connection
+// with plan_cache_mode=force_generic_plan, as the worker does. STMT_ORDERED=1 gives
 // each event an ordering key, written by the claim. STMT_PERF=1 prints the backend's pid and waits 2 s before the
 // measured part, for `perf record -g -p <pid>`.
 import { createHash, randomUUID } from 'node:crypto'
@@ -34,11 +35,17 @@ const CLAIM = Number(process.env.STMT_CLAIM ?? 100)
 const PAST_DAYS = Number(process.env.STMT_PAST_DAYS ?? 0)
 const ORDERED = process.env.STMT_ORDERED === '1'
 const HISTORY = Number(process.env.STMT_HISTORY ?? 0)
+const GENERIC = process.env.STMT_GENERIC === '1'
 const SOURCE = 'bench'
 const LEASE_MS = 30_000
 
 const db = await createTestDatabase()
-const sql = postgres(db.url, { max: 1, onnotice: () => {} })
+const sql = postgres(db.url, {
+  max: 1,
+  onnotice: () => {},
+  // As the worker's generic-plan connections run them (src/db/client.ts, openLedger).
+  connection: GENERIC ? { plan_cache_mode: 'force_generic_plan' } : {},
+})
 try {
   if (PAST_DAYS > 0) await addPastPeriods(db.sql, { since: `${PAST_DAYS} days` })
   if (HISTORY > 0) {
