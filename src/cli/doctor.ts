@@ -1,6 +1,6 @@
 import postgres from 'postgres'
 import type { Environment } from '../config/env.js'
-import { ledgerTarget } from '../db/client.js'
+import { connectionsBesidePool, ledgerTarget } from '../db/client.js'
 import { formatReport, runDoctor } from '../doctor/run.js'
 import type { ProcessCounts } from '../doctor/types.js'
 import { loadConfig } from '../service/config.js'
@@ -90,6 +90,7 @@ export function runDoctorCommand(args: string[], deps: DoctorDependencies, io: C
           leaseMarginMs,
           scanLimit,
           processes,
+          connectionsBesidePool: connectionsBesidePool(url),
           clock: deps.clock ?? Date.now,
         },
         {

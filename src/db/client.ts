@@ -6,7 +6,11 @@ import { DeadlineError, withDeadline } from '../deadline.js'
 import * as schema from './schema.js'
 
 // `$client`: the pool itself, for the hot-path statements written in SQL (src/db/claims.ts, operations.ts).
-export type Database = PostgresJsDatabase<typeof schema> & { $client: postgres.Sql }
+// `$genericPlans`: the connections for the worker's batched statements (see openLedger).
+export type Database = PostgresJsDatabase<typeof schema> & {
+  $client: postgres.Sql
+  $genericPlans: postgres.Sql
+}
 /** The transaction a handler receives; whatever it writes commits together with the DONE mark. */
 export type Transaction = Parameters<Parameters<Database['transaction']>[0]>[0]
 
@@ -14,6 +18,12 @@ export type Transaction = Parameters<Parameters<Database['transaction']>[0]>[0]
 export interface LedgerView {
   db: Database
   sql: postgres.Sql
+  /**
+   * For the worker's batched statements (the lease, the settle, the fresh claim of an operation,
+   * the enqueue marks): connections on which each statement keeps one generic plan. The pool itself
+   * behind PgBouncer, which refuses the setting (see openLedger).
+   */
+  genericPlans: postgres.Sql
 }
 
 export interface Ledger extends LedgerView {
@@ -51,6 +61,16 @@ const WORKER_SPARE_CONNECTIONS = 4
 const API_CONNECTIONS_BESIDE_WORKER = 4
 /** Fewer than this and every handler can hold a transaction while waiting for the connection it needs next. */
 const WORKER_MIN_SPARE_CONNECTIONS = 2
+/**
+ * The connections of `genericPlans`, beside the pool. Its statements are few at a time (each carries
+ * a batch) and the driver pipelines them on a busy connection.
+ */
+const GENERIC_PLAN_CONNECTIONS = 4
+
+/** Connections a process holds beside `database.poolSize`: its generic-plan connections, none behind PgBouncer. */
+export function connectionsBesidePool(url: string): number {
+  return ledgerTarget(url).pgbouncer ? 0 : GENERIC_PLAN_CONNECTIONS
+}
 
 /**
  * The pool size of one process: `database.poolSize` when set, else what its roles need. Refuses a
@@ -92,6 +112,18 @@ export function ledgerPoolSize(options: {
  * for one transaction only: no named prepared statements, and the two server deadlines are set at
  * the start of each transaction (`set_config(…, true)`, sent in the same round trip as its first
  * statement) with that scope's deadline instead of once per session.
+ *
+ * Beside the pool, a few connections (`genericPlans`) run each statement on its generic plan
+ * (`plan_cache_mode=force_generic_plan`, sent when connecting, so it costs no round trip): the
+ * worker's batched statements. On a ledger whose periods hold a history the planner prices a
+ * custom plan pruned to the batch's period below the generic plan over every period, and so plans
+ * the lease, the settle and the enqueue mark again at every call (with 2,000,000 events of history,
+ * their planning went from 42 to 163 µs per forwarded event for the lease, 18 to 64 for the settle,
+ * 20 to 73 for the enqueue mark: `COST_HISTORY=2000000 npx tsx bench/per-event-cost.ts`). Pruning
+ * still happens, as each statement starts. The setting is not the pool's: its other statements (the
+ * admin's searches, the relay's and retention's scans) need plans made for their values. Behind
+ * PgBouncer there is no such connection (it refuses a setting it does not track in the startup
+ * packet, and unnamed statements are planned at every call anyway): `genericPlans` is the pool.
  */
 export function openLedger(url: string, options: LedgerOptions = {}): Ledger {
   const statementTimeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS
@@ -101,31 +133,41 @@ export function openLedger(url: string, options: LedgerOptions = {}): Ledger {
     statement_timeout: statementTimeoutMs,
     idle_in_transaction_session_timeout: idleInTransactionMs,
   }
-  const sql = postgres(target.url, {
-    max: options.max ?? 20,
-    // A dead database must turn into a quick 503, not a request that hangs for the default 30 s.
-    connect_timeout: 5,
-    idle_timeout: 60,
-    keep_alive: KEEP_ALIVE_SECONDS,
-    query_timeout: statementTimeoutMs / 1000,
-    backoff: reconnectDelaySeconds,
-    onnotice: () => {},
-    prepare: !target.pgbouncer,
-    // PgBouncer refuses a startup packet carrying settings it does not track (statement_timeout).
-    connection: { application_name: 'hookledger', ...(target.pgbouncer ? {} : serverDeadlines) },
-  })
+  const open = (max: number, name: string, settings: Record<string, string | number>) =>
+    postgres(target.url, {
+      max,
+      // A dead database must turn into a quick 503, not a request that hangs for the default 30 s.
+      connect_timeout: 5,
+      idle_timeout: 60,
+      keep_alive: KEEP_ALIVE_SECONDS,
+      query_timeout: statementTimeoutMs / 1000,
+      backoff: reconnectDelaySeconds,
+      onnotice: () => {},
+      prepare: !target.pgbouncer,
+      // PgBouncer refuses a startup packet carrying settings it does not track (statement_timeout).
+      connection: { application_name: name, ...(target.pgbouncer ? {} : settings) },
+    })
+  const sql = open(options.max ?? 20, 'hookledger', serverDeadlines)
+  const generic = target.pgbouncer
+    ? sql
+    : open(GENERIC_PLAN_CONNECTIONS, 'hookledger generic plans', {
+        ...serverDeadlines,
+        plan_cache_mode: 'force_generic_plan',
+      })
   const perTransaction = (pool: postgres.Sql, timeoutMs: number) =>
     target.pgbouncer ? withDeadlinesPerTransaction(pool, timeoutMs, idleInTransactionMs) : pool
-  const pool = perTransaction(sql, statementTimeoutMs)
-  const db = drizzle({ client: pool, schema })
+  const view = (timeoutMs: number, scope: (pool: postgres.Sql) => postgres.Sql): LedgerView => {
+    const client = perTransaction(scope(sql), timeoutMs)
+    const genericPlans = generic === sql ? client : scope(generic)
+    const db = Object.assign(drizzle({ client, schema }), { $genericPlans: genericPlans })
+    return { db, sql: client, genericPlans }
+  }
   return {
-    db,
-    sql: pool,
-    scoped(timeoutMs) {
-      const scoped = perTransaction(sql.timeout(timeoutMs / 1000), timeoutMs)
-      return { db: drizzle({ client: scoped, schema }), sql: scoped }
+    ...view(statementTimeoutMs, (pool) => pool),
+    scoped: (timeoutMs) => view(timeoutMs, (pool) => pool.timeout(timeoutMs / 1000)),
+    async close() {
+      await Promise.all([sql.end({ timeout: 5 }), generic === sql ? undefined : generic.end({ timeout: 5 })])
     },
-    close: () => sql.end({ timeout: 5 }),
   }
 }
 

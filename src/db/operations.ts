@@ -177,7 +177,7 @@ export async function recordSuccess(
   done?: DoneRecord,
 ): Promise<{ op: OperationRow; eventDone: boolean }> {
   const downstreamId = outcome.downstreamId ?? null
-  const settled = await operationBatches(db.$client).settle.run({
+  const settled = await operationBatches(db.$genericPlans).settle.run({
     completion: {
       operationId: held.op.id,
       leaseToken: held.leaseToken,

@@ -84,12 +84,13 @@ const ADMIN_TOOL_CONNECTIONS = 2
 
 /**
  * The pools of the processes the operator says run (`--processes`, default one `--role all`), each
- * plus its migration connection at start, plus the admin tools, against max_connections less its
+ * plus its generic-plan connections and its migration connection at start, plus the admin tools,
+ * against max_connections less its
  * reserved slots. Sizes come from ledgerPoolSize, as each process computes its own.
  */
 export const connectionBudget: Check = {
   name: 'connection_budget',
-  async run({ sql, config, processes }) {
+  async run({ sql, config, processes, connectionsBesidePool }) {
     const settings = await serverSettings(sql, SETTINGS)
     const max = Number(settings.get('max_connections') ?? 100)
     const reserved =
@@ -119,7 +120,7 @@ export const connectionBudget: Check = {
     }
     const parts = (['all', 'api', 'worker'] as const)
       .filter((role) => processes[role] > 0)
-      .map((role) => ({ role, count: processes[role], each: pools[role] + 1 }))
+      .map((role) => ({ role, count: processes[role], each: pools[role] + connectionsBesidePool + 1 }))
     const needed = parts.reduce((sum, part) => sum + part.count * part.each, ADMIN_TOOL_CONNECTIONS)
     if (needed <= usable) return noFindings()
     const sum = parts.map((part) => `${part.count} × ${part.each} (${part.role})`).join(' + ')

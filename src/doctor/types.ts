@@ -37,6 +37,8 @@ export interface DoctorContext {
   scanLimit: number
   /** How many hookledger processes of each role share this database (for the connection budget). */
   processes: ProcessCounts
+  /** Connections each process holds beside its pool (connectionsBesidePool of the ledger's URL). */
+  connectionsBesidePool: number
   /** Milliseconds now on this host; tests move it. */
   clock: () => number
 }

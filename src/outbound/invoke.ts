@@ -89,7 +89,7 @@ export async function invoke<A, R>(
   // The common case, in one statement shared with concurrent invokes: a key never seen, claimed with
   // its first attempt in flight. A key seen before takes the one-by-one claim.
   const leaseToken = randomUUID()
-  const fresh = await operationBatches(machine.db.$client).claimFresh.run({
+  const fresh = await operationBatches(machine.db.$genericPlans).claimFresh.run({
     key: request.key,
     tool: tool.name,
     effect: tool.effect,

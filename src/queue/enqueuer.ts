@@ -44,6 +44,7 @@ type Mark = 'now' | 'later' | 'requeued'
 
 export function createEnqueuer(deps: {
   queue: JobQueue<ProcessEventData>
+  /** Where the marks are written: a ledger view's `genericPlans` (each mark is one batched statement). */
   sql: postgres.Sql
   logger: Logger
   failpoints: Failpoints

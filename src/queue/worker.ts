@@ -98,8 +98,10 @@ export function startWorker(deps: WorkerDependencies): Worker {
   const forwardClaims = forwardClaimsOf(deps.handlers)
   const forwardLeaseMs = new Map(forwardClaims.sources.map((source, i) => [source, forwardClaims.leaseMs[i]]))
   const batches: Batches = {
-    lease: createBatcher((requests) => leaseEvents(deps.sql, requests, settings.leaseMs, forwardClaims)),
-    settle: operationBatches(deps.sql).settle,
+    lease: createBatcher((requests) =>
+      leaseEvents(deps.db.$genericPlans, requests, settings.leaseMs, forwardClaims),
+    ),
+    settle: operationBatches(deps.db.$genericPlans).settle,
   }
   const gates: Gates = {
     handlers: createSlots(settings.concurrency),

@@ -177,7 +177,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     backend.kind === 'in-process' || (backend.connected() && redisWatch?.last()?.refusingWrites !== true)
   const enqueuer = createEnqueuer({
     queue,
-    sql: scopes.worker.sql,
+    sql: scopes.worker.genericPlans,
     logger,
     failpoints,
     markDelayMs: Math.floor(config.file.relay.graceMs / 2),
@@ -374,7 +374,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         db: scopes.relay.db,
         queue,
         // Its own, so that marking the rows it enqueued is a relay statement.
-        enqueuer: createEnqueuer({ queue, sql: scopes.relay.sql, logger, failpoints }),
+        enqueuer: createEnqueuer({ queue, sql: scopes.relay.genericPlans, logger, failpoints }),
         settings: config.file.relay,
         logger,
         stuckAfterMs: stuckAfterMs('relay'),

@@ -371,8 +371,9 @@ describe('hookledger doctor', () => {
 
   it('finds pools that need more connections than max_connections allows', async () => {
     const line = lineOf(await doctor(['--processes', 'api=2,worker=8']), 'postgres.max_connections')
-    // 2 × (10 + 1) + 8 × (12 + 1) + 2 = 128, over the server's 100 less its reserved slots.
-    expect(line).toContain('need up to 128 connections')
+    // Each process's pool, its 4 generic-plan connections and its migration connection, plus 2:
+    // 2 × (10 + 4 + 1) + 8 × (12 + 4 + 1) + 2 = 168, over the server's 100 less its reserved slots.
+    expect(line).toContain('need up to 168 connections')
   })
 
   it("finds this host's clock off PostgreSQL's beyond the tolerance's margin", async () => {

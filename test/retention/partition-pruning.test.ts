@@ -109,6 +109,55 @@ describe('the worker statements on a ledger of many periods', () => {
   })
 })
 
+/** Scans (sequential and index) of each period's inbound_events and payload partitions, flushed. */
+async function scansByPeriod(): Promise<Map<string, number>> {
+  const rows = await database.sql<Array<{ suffix: string; scans: number }>>`
+    select substring(relname from '_([0-9]+)$') as suffix,
+           sum(coalesce(seq_scan, 0) + coalesce(idx_scan, 0))::int as scans
+    from pg_stat_user_tables
+    where relname ~ '^(inbound_events|inbound_event_payloads)_[0-9]+$'
+    group by 1`
+  return new Map(rows.map((row) => [row.suffix, row.scans]))
+}
+
+describe('the worker statements on their generic plans', () => {
+  it('read only the period of the ids they are given, pruning as each starts', async () => {
+    const ids = await claimNow(20)
+    const [current] = await today()
+    // A connection of the worker's own kind: every statement on its generic plan (openLedger).
+    const connection = await database.genericPlans.reserve()
+    try {
+      const before = await scansByPeriod()
+      const requests = ids.map((id) => ({ id, token: randomUUID(), jobId: `evt-${id}` }))
+      await markEnqueued(connection, requests)
+      const leased = await leaseEvents(connection, requests, 60_000)
+      const first = leased[0]
+      if (first?.kind !== 'leased') throw new Error(`expected a lease, got ${first?.kind}`)
+      const settled = await operationBatches(connection).settle.run({
+        done: {
+          id: first.row.id,
+          token: requests[0]?.token as string,
+          attempt: 1,
+          startedAt: new Date(),
+          finishedAt: new Date(),
+        },
+      })
+      expect(settled).toEqual({ completed: false, done: true })
+      const [plans] = await connection<Array<{ custom: number }>>`
+        select coalesce(sum(custom_plans), 0)::int as custom from pg_prepared_statements`
+      expect(plans?.custom).toBe(0)
+      // A backend reports its counts when it goes idle, at most once a second unless asked.
+      await connection`select pg_stat_force_next_flush()`
+      await connection`select 1`
+      const after = await scansByPeriod()
+      const scanned = [...after].filter(([suffix, scans]) => scans > (before.get(suffix) ?? 0))
+      expect(scanned.map(([suffix]) => suffix)).toEqual([current])
+    } finally {
+      connection.release()
+    }
+  })
+})
+
 describe('rowIdRange', () => {
   it('bounds ids as PostgreSQL orders uuids, whatever their case, skipping nulls', async () => {
     const ids = [

@@ -1,0 +1,126 @@
+import { randomUUID } from 'node:crypto'
+import type postgres from 'postgres'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { claimEvents } from '../../src/db/claims.js'
+import { leaseEvents } from '../../src/db/events.js'
+import { buildConfig } from '../../src/service/config.js'
+import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { deliverEvent, statusCounts } from '../support/delivery.js'
+import { FAST_WORKER, startTestService } from '../support/service.js'
+import { TEST_SECRET } from '../support/signing.js'
+import { startSink } from '../support/sink.js'
+
+// The worker's batched statements run on connections of their own that keep one generic plan per
+// statement (src/db/client.ts, openLedger): on a ledger whose periods hold a history the planner
+// would otherwise plan the lease, the settle and the enqueue mark again at every call. The rest of
+// the pool keeps plans made for their values.
+
+let database: TestDatabase
+
+beforeAll(async () => {
+  database = await createTestDatabase()
+})
+afterAll(async () => {
+  await database.drop()
+})
+
+async function claimed(count: number): Promise<string[]> {
+  const results = await claimEvents(
+    database.sql,
+    Array.from({ length: count }, () => {
+      const eventId = `evt_${randomUUID()}`
+      return {
+        source: 'acme',
+        eventId,
+        eventType: null,
+        payloadHash: 'a'.repeat(64),
+        body: Buffer.from(`{"id":"${eventId}"}`),
+        headers: {},
+      }
+    }),
+  )
+  return results.map((result) => result.id)
+}
+
+/** Leases each row alone on one connection, then reads that connection's plans of the lease. */
+async function leasePlansOn(pool: postgres.Sql, ids: readonly string[]) {
+  const connection = await pool.reserve()
+  try {
+    for (const id of ids) {
+      await leaseEvents(connection, [{ id, token: randomUUID(), jobId: `job-${id}` }], 30_000)
+    }
+    const [plans] = await connection<Array<{ generic: number; custom: number; mode: string }>>`
+      select coalesce(sum(generic_plans), 0)::int as generic, coalesce(sum(custom_plans), 0)::int as custom,
+             current_setting('plan_cache_mode') as mode
+      from pg_prepared_statements
+      where statement like '%distinct on (id) id, token, job_id%' and statement not like '%pg_prepared_statements%'`
+    return plans
+  } finally {
+    connection.release()
+  }
+}
+
+describe('the generic-plan connections', () => {
+  it('plan the lease once, where the pool plans calls for their values', async () => {
+    expect(await leasePlansOn(database.genericPlans, await claimed(8))).toEqual({
+      generic: 8,
+      custom: 0,
+      mode: 'force_generic_plan',
+    })
+    // The same statement on the pool: PostgreSQL's default makes a custom plan for each of the first
+    // five calls at least (here for all eight: a one-row batch's custom plan is priced below the
+    // generic one).
+    const pool = await leasePlansOn(database.sql, await claimed(8))
+    expect(pool?.mode).toBe('auto')
+    expect(pool?.custom).toBeGreaterThanOrEqual(5)
+  })
+
+  it("carry a running worker's leases, settles and enqueue marks, and the pool none of them", async () => {
+    // A database of its own: the only generic-plan connections on it are the service's.
+    const ledger = await createTestDatabase()
+    const sink = await startSink(() => ({ status: 200 }))
+    const service = await startTestService({
+      database: ledger,
+      config: buildConfig(
+        {
+          sources: [
+            {
+              id: 'plans',
+              verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
+              handler: { type: 'forward', url: sink.url },
+            },
+          ],
+          worker: FAST_WORKER,
+        },
+        () => undefined,
+      ),
+    })
+    try {
+      await Promise.all(
+        Array.from({ length: 40 }, (_, i) => deliverEvent(service.url, 'plans', `evt_plans_${i}`)),
+      )
+      await expect
+        .poll(() => statusCounts(ledger.sql, 'plans'), { timeout: 20_000, interval: 100 })
+        .toEqual({ done: 40 })
+      // Each backend's last statement: those of the batched statements must be on the generic-plan
+      // connections, and those connections must have run nothing else.
+      const backends = await ledger.sql<Array<{ name: string; query: string }>>`
+        select application_name as name, query from pg_stat_activity
+        where datname = current_database() and application_name like 'hookledger%' and pid <> pg_backend_pid()`
+      const batched = (query: string) =>
+        /distinct on \(id\) id, token, job_id|Every array travels as text\[\]|update inbound_events e set enqueued_at/.test(
+          query,
+        )
+      const generic = backends.filter((backend) => backend.name === 'hookledger generic plans')
+      expect(generic.length).toBeGreaterThan(0)
+      expect(generic.filter((backend) => !batched(backend.query))).toEqual([])
+      expect(backends.filter((backend) => backend.name === 'hookledger' && batched(backend.query))).toEqual(
+        [],
+      )
+    } finally {
+      await service.close()
+      await sink.close()
+      await ledger.drop()
+    }
+  }, 40_000)
+})
