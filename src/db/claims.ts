@@ -223,7 +223,7 @@ interface ClaimOutcome {
   generations: number
   xid: string
   /** `lost`: the row won one generation and lost the other (a claim in an overlap only). */
-  claimed: Array<ClaimedRow | { id: string; source: string; event_id: string; lost: true; received_at: null }>
+  claimed: Array<ClaimedRow | LostRow>
   /** The forward operations claimed with leased rows, each under its run id (`<row id>/1`). */
   forward_claims: Array<Record<string, unknown>>
 }
@@ -236,6 +236,9 @@ interface ClaimedRow {
   lost: false
   received_at: string
 }
+
+/** A key that won one generation and lost the other: no row was inserted for it (so no received time). */
+type LostRow = Omit<ClaimedRow, 'lost' | 'received_at'> & { lost: true; received_at: null }
 
 /** A row its claim leased, as the worker's lease would have answered it (attempt 1). */
 function leasedByClaim(
