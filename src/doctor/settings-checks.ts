@@ -85,8 +85,8 @@ const ADMIN_TOOL_CONNECTIONS = 2
 /**
  * The pools of the processes the operator says run (`--processes`, default one `--role all`), each
  * plus its generic-plan connections and its migration connection at start, plus the admin tools,
- * against max_connections less its
- * reserved slots. Sizes come from ledgerPoolSize, as each process computes its own.
+ * against max_connections less its reserved slots. Sizes come from ledgerPoolSize, as each process
+ * computes its own.
  */
 export const connectionBudget: Check = {
   name: 'connection_budget',
