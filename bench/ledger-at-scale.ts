@@ -222,8 +222,21 @@ interface Fill {
   vacuumMs: number
 }
 
-/** Fills `days` (days back) with `perDay` events each, then vacuum analyze and a checkpoint (also bench/statement-cpu.ts). */
-export async function fillHistory(
+const scaleHistoryDays = () => [EXPIRED_DAY, ...youngerDays(SCALE_DAYS - 1)]
+
+/**
+ * The scale section's history, about `rows` DONE events over its days (the expired day and the
+ * SCALE_DAYS - 1 after it), in a partitioned ledger: for the statement and cost benches
+ * (STMT_HISTORY, COST_HISTORY), so that their history is this section's.
+ */
+export function fillScaleHistory(url: string, rows: number): Promise<Fill> {
+  const today = new Date(Math.floor(Date.now() / 86_400_000) * 86_400_000)
+  const days = scaleHistoryDays()
+  return fillHistory(url, { today, days, perDay: Math.ceil(rows / days.length), partitioned: true })
+}
+
+/** Fills `days` (days back) with `perDay` events each, then vacuum analyze and a checkpoint. */
+async function fillHistory(
   url: string,
   options: { today: Date; days: number[]; perDay: number; partitioned: boolean },
 ): Promise<Fill> {
@@ -517,7 +530,7 @@ const met = (ok: boolean) => (ok ? 'met' : 'not met')
 export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResult> {
   const { admin } = options
   const perDay = Math.max(1, Math.floor(options.rows / SCALE_DAYS))
-  const historyDays = [EXPIRED_DAY, ...youngerDays(SCALE_DAYS - 1)]
+  const historyDays = scaleHistoryDays()
   const oldDays = [EXPIRED_DAY, ...youngerDays(Math.max(1, options.oldDays - 1))]
   // A queue prefix per database: a prefix belongs to one deployment (one database).
   const prefixes: string[] = []

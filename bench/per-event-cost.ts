@@ -22,7 +22,7 @@ import { type Child, freePort, startChild } from '../test/support/child.js'
 import { testRedisUrl } from '../test/support/env.js'
 import { addPastPeriods } from '../test/support/periods.js'
 import { startDestination } from './destination.js'
-import { fillHistory } from './ledger-at-scale.js'
+import { fillScaleHistory } from './ledger-at-scale.js'
 import { BENCH_SECRET, DRAIN_BODY_BYTES, signedRequest } from './signing.js'
 
 const EVENTS = Number(process.env.COST_EVENTS ?? 2000)
@@ -415,15 +415,8 @@ async function main() {
       await ledger.end()
     }
     if (HISTORY > 0) {
-      const days = [31, ...Array.from({ length: 9 }, (_, i) => 29 - i)]
-      const today = new Date(Math.floor(Date.now() / 86_400_000) * 86_400_000)
-      progress(`history: ${HISTORY} DONE events over ${days.length} past days`)
-      await fillHistory(cluster.url('ledger'), {
-        today,
-        days,
-        perDay: Math.ceil(HISTORY / days.length),
-        partitioned: true,
-      })
+      progress(`history: ${HISTORY} DONE events over the scale section's days`)
+      await fillScaleHistory(cluster.url('ledger'), HISTORY)
     }
     const configPath = join(folder, 'config.json')
     writeFileSync(

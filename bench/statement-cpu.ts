@@ -25,7 +25,7 @@ import { operationBatches } from '../src/db/operation-batches.js'
 import { createTestDatabase } from '../test/support/database.js'
 import { addPastPeriods } from '../test/support/periods.js'
 import { cpuMs } from './cpu.js'
-import { fillHistory } from './ledger-at-scale.js'
+import { fillScaleHistory } from './ledger-at-scale.js'
 import { benchBody, DRAIN_BODY_BYTES } from './signing.js'
 
 const EVENTS = Number(process.env.STMT_EVENTS ?? 6400)
@@ -49,14 +49,7 @@ const sql = postgres(db.url, {
 try {
   if (PAST_DAYS > 0) await addPastPeriods(db.sql, { since: `${PAST_DAYS} days` })
   if (HISTORY > 0) {
-    const days = [31, ...Array.from({ length: 9 }, (_, i) => 29 - i)]
-    const today = new Date(Math.floor(Date.now() / 86_400_000) * 86_400_000)
-    const fill = await fillHistory(db.url, {
-      today,
-      days,
-      perDay: Math.ceil(HISTORY / days.length),
-      partitioned: true,
-    })
+    const fill = await fillScaleHistory(db.url, HISTORY)
     console.log(`history: ${fill.rows} events filled in ${(fill.insertMs / 1000).toFixed(1)} s`)
   }
   const [backend] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`
