@@ -148,7 +148,10 @@ interface PhaseFigures {
     rows: number
     walBytes: number
     planMs: number
+    /** The slowest single planning: a fresh connection's first plan of the statement. */
+    maxPlanMs: number
     execMs: number
+    maxExecMs: number
     query: string
   }>
 }
@@ -236,10 +239,19 @@ async function measure(
       if (row.rmgr === 'Transaction' && row.kind === 'COMMIT') writeCommits += row.records
     }
     const statements = await admin<
-      { calls: string; rows: string; wal_bytes: string; plan_ms: number; exec_ms: number; query: string }[]
+      {
+        calls: string
+        rows: string
+        wal_bytes: string
+        plan_ms: number
+        max_plan_ms: number
+        exec_ms: number
+        max_exec_ms: number
+        query: string
+      }[]
     >`
       select s.calls::text, s.rows::text, s.wal_bytes::text, s.total_plan_time as plan_ms,
-             s.total_exec_time as exec_ms, s.query
+             s.max_plan_time as max_plan_ms, s.total_exec_time as exec_ms, s.max_exec_time as max_exec_ms, s.query
       from pg_stat_statements s join pg_roles r on r.oid = s.userid
       where r.rolname = ${LEDGER_ROLE}
       order by s.calls desc, s.wal_bytes desc`
@@ -270,7 +282,9 @@ async function measure(
         rows: Number(s.rows),
         walBytes: Number(s.wal_bytes),
         planMs: s.plan_ms,
+        maxPlanMs: s.max_plan_ms,
         execMs: s.exec_ms,
+        maxExecMs: s.max_exec_ms,
         query: s.query.replace(/\s+/g, ' ').slice(0, 110),
       })),
     }
@@ -363,14 +377,14 @@ function report(figures: PhaseFigures[]): string {
   }
   lines.push(
     '',
-    '| phase | calls/event | rows/event | WAL bytes/event | plan µs/event | execute µs/event | statement |',
-    '|---|---:|---:|---:|---:|---:|---|',
+    '| phase | calls/event | rows/event | WAL bytes/event | plan µs/event | slowest plan ms | execute µs/event | slowest execute ms | statement |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---|',
   )
   for (const f of figures) {
     for (const s of f.topStatements) {
       if (s.calls / EVENTS < 0.01) continue
       lines.push(
-        `| ${f.phase} | ${per(s.calls)} | ${per(s.rows)} | ${per(s.walBytes)} | ${per(s.planMs * 1000)} | ${per(s.execMs * 1000)} | \`${s.query.replaceAll('|', '\\|')}\` |`,
+        `| ${f.phase} | ${per(s.calls)} | ${per(s.rows)} | ${per(s.walBytes)} | ${per(s.planMs * 1000)} | ${s.maxPlanMs.toFixed(1)} | ${per(s.execMs * 1000)} | ${s.maxExecMs.toFixed(1)} | \`${s.query.replaceAll('|', '\\|')}\` |`,
       )
     }
   }
