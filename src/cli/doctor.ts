@@ -3,6 +3,7 @@ import type { Environment } from '../config/env.js'
 import { connectionsBesidePool, ledgerTarget } from '../db/client.js'
 import { formatReport, runDoctor } from '../doctor/run.js'
 import type { ProcessCounts } from '../doctor/types.js'
+import { usesGenericPlans } from '../retention/partitions.js'
 import { loadConfig } from '../service/config.js'
 import { parseCommandLine, reportingCliErrors, usageError } from './errors.js'
 import type { CommandIo } from './sign.js'
@@ -90,7 +91,7 @@ export function runDoctorCommand(args: string[], deps: DoctorDependencies, io: C
           leaseMarginMs,
           scanLimit,
           processes,
-          connectionsBesidePool: connectionsBesidePool(url),
+          connectionsBesidePool: connectionsBesidePool(url, usesGenericPlans(config)),
           clock: deps.clock ?? Date.now,
         },
         {

@@ -39,6 +39,11 @@ export interface LedgerOptions {
   statementTimeoutMs?: number
   /** A session idle in a transaction this long is ended by the server (its locks with it). */
   idleInTransactionMs?: number
+  /**
+   * False: `genericPlans` is the pool, as behind PgBouncer (the service's choice for a ledger of
+   * more than GENERIC_PLAN_MAX_PERIODS periods: usesGenericPlans). Default true.
+   */
+  genericPlans?: boolean
 }
 
 /** For the CLI and start-up: a statement alone, never a handler's. */
@@ -67,9 +72,25 @@ const WORKER_MIN_SPARE_CONNECTIONS = 2
  */
 const GENERIC_PLAN_CONNECTIONS = 4
 
-/** Connections a process holds beside `database.poolSize`: its generic-plan connections, none behind PgBouncer. */
-export function connectionsBesidePool(url: string): number {
-  return ledgerTarget(url).pgbouncer ? 0 : GENERIC_PLAN_CONNECTIONS
+/**
+ * The most ledger periods for which the worker's statements keep generic plans. PostgreSQL 15 locks
+ * every partition a generic plan names before it prunes, and making the plan opens every partition
+ * with its indexes. Measured on a ledger of P periods (bench/generic-plan-locks.ts): a lease locks
+ * 12 + 4·P relations each run and 11 + 21·P when a connection first plans it (the settle 16 + P, the
+ * enqueue mark 3 + P). The lock table is shared by every backend (max_locks_per_transaction × about
+ * max_connections entries): 96 connections planning the lease at once filled it at 62 periods ("out
+ * of shared memory", which fails any backend's next lock, an api's claim too) and did not at 37.
+ * Above this bound the pool's custom plans lock only the periods a batch touches, at the planning
+ * cost that generic plans save.
+ */
+export const GENERIC_PLAN_MAX_PERIODS = 40
+
+/**
+ * Connections a process holds beside `database.poolSize`: its generic-plan connections, none behind
+ * PgBouncer or when its ledger keeps too many periods for them (`genericPlans` false).
+ */
+export function connectionsBesidePool(url: string, genericPlans: boolean): number {
+  return ledgerTarget(url).pgbouncer || !genericPlans ? 0 : GENERIC_PLAN_CONNECTIONS
 }
 
 /**
@@ -123,7 +144,8 @@ export function ledgerPoolSize(options: {
  * still happens, as each statement starts. The setting is not the pool's: its other statements (the
  * admin's searches, the relay's and retention's scans) need plans made for their values. Behind
  * PgBouncer there is no such connection (it refuses a setting it does not track in the startup
- * packet, and unnamed statements are planned at every call anyway): `genericPlans` is the pool.
+ * packet, and unnamed statements are planned at every call anyway): `genericPlans` is the pool. So it
+ * is with `genericPlans: false`, for a ledger of more periods than GENERIC_PLAN_MAX_PERIODS.
  */
 export function openLedger(url: string, options: LedgerOptions = {}): Ledger {
   const statementTimeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS
@@ -148,12 +170,13 @@ export function openLedger(url: string, options: LedgerOptions = {}): Ledger {
       connection: { application_name: name, ...(target.pgbouncer ? {} : settings) },
     })
   const sql = open(options.max ?? 20, 'hookledger', serverDeadlines)
-  const generic = target.pgbouncer
-    ? sql
-    : open(GENERIC_PLAN_CONNECTIONS, 'hookledger generic plans', {
-        ...serverDeadlines,
-        plan_cache_mode: 'force_generic_plan',
-      })
+  const generic =
+    connectionsBesidePool(url, options.genericPlans ?? true) === 0
+      ? sql
+      : open(GENERIC_PLAN_CONNECTIONS, 'hookledger generic plans', {
+          ...serverDeadlines,
+          plan_cache_mode: 'force_generic_plan',
+        })
   const perTransaction = (pool: postgres.Sql, timeoutMs: number) =>
     target.pgbouncer ? withDeadlinesPerTransaction(pool, timeoutMs, idleInTransactionMs) : pool
   const view = (timeoutMs: number, scope: (pool: postgres.Sql) => postgres.Sql): LedgerView => {

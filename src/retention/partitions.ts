@@ -1,5 +1,6 @@
 import type postgres from 'postgres'
 import { type Config, DEFAULT_RETENTION_DAYS } from '../config/config.js'
+import { GENERIC_PLAN_MAX_PERIODS } from '../db/client.js'
 import {
   dropExpiredKeyGenerations,
   dropExpiredPeriods,
@@ -22,6 +23,26 @@ export const PARTITIONS_AHEAD_DAYS = 2
 export function periodKeepDays(config: Config): number {
   const days = [...config.sources.values()].map((source) => source.config.retentionDays)
   return days.length === 0 ? DEFAULT_RETENTION_DAYS : Math.max(...days)
+}
+
+const PERIOD_DAYS = { day: 1, week: 7 } as const
+
+/**
+ * How many periods the ledger holds once retention runs: those ending within periodKeepDays, the
+ * current one, and those made ahead. A period kept past retention for its unfinished events is not
+ * counted: it is the exception retention warns about.
+ */
+export function ledgerPeriodsKept(config: Config): number {
+  const days = PERIOD_DAYS[config.file.retention.partitionPeriod]
+  return Math.ceil(periodKeepDays(config) / days) + 1 + Math.ceil(PARTITIONS_AHEAD_DAYS / days)
+}
+
+/**
+ * Whether the worker's batched statements keep generic plans (openLedger's `genericPlans`): only on
+ * a ledger of at most GENERIC_PLAN_MAX_PERIODS periods, since such a plan locks every period.
+ */
+export function usesGenericPlans(config: Config): boolean {
+  return ledgerPeriodsKept(config) <= GENERIC_PLAN_MAX_PERIODS
 }
 
 /** Makes the periods and key generations the next PARTITIONS_AHEAD_DAYS need (start-up, each pass). */

@@ -8,7 +8,13 @@ import { backfillMetrics } from '../backfill/metrics.js'
 import type { Config } from '../config/config.js'
 import { type Environment, EnvironmentError, tracingSettings } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
-import { ledgerPoolSize, openLedger, pingLedger, scopeLedger } from '../db/client.js'
+import {
+  GENERIC_PLAN_MAX_PERIODS,
+  ledgerPoolSize,
+  openLedger,
+  pingLedger,
+  scopeLedger,
+} from '../db/client.js'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
 import { settlesWithin } from '../deadline.js'
@@ -48,7 +54,7 @@ import { type RedisWatch, redisProblems, watchRedis } from '../queue/redis-healt
 import { startRelay } from '../queue/relay.js'
 import { type HereLease, startWorker } from '../queue/worker.js'
 import { startRetention } from '../retention/loop.js'
-import { extendPartitions } from '../retention/partitions.js'
+import { extendPartitions, ledgerPeriodsKept, usesGenericPlans } from '../retention/partitions.js'
 import { retentionWarnings } from '../retention/provider-horizon.js'
 import { startTracing } from '../tracing.js'
 import { loadConfig } from './config.js'
@@ -124,12 +130,22 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   }
   await migrateLedger(databaseUrl, logger)
   const timeouts = config.file.database.statementTimeoutMs
+  // A ledger of many periods plans the worker's statements at each call (GENERIC_PLAN_MAX_PERIODS).
+  const genericPlans = usesGenericPlans(config)
   const ledger = openLedger(databaseUrl, {
     max: poolSize,
     statementTimeoutMs: Math.max(...Object.values(timeouts)),
     // A transaction waits for its handler between two statements (a code handler's, under its deadline).
     idleInTransactionMs: config.file.worker.handlerTimeoutMs + IDLE_IN_TRANSACTION_MARGIN_MS,
+    genericPlans,
   })
+  if (!genericPlans) {
+    logger.info(
+      { periods: ledgerPeriodsKept(config), most: GENERIC_PLAN_MAX_PERIODS },
+      "the ledger keeps more periods than a generic plan should lock: the worker's batched statements " +
+        'are planned at each call (retention.partitionPeriod "week" keeps fewer periods)',
+    )
+  }
   // Each part of the process bounds its statements by its own deadline; a pass of a loop that runs
   // twice that long is logged as stuck.
   const scopes = scopeLedger(ledger, timeouts)

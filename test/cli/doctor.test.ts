@@ -60,7 +60,13 @@ interface Run {
 
 async function doctor(
   args: string[] = [],
-  options: { redisUrl?: string | null; clock?: () => number; strict?: boolean; databaseUrl?: string } = {},
+  options: {
+    redisUrl?: string | null
+    clock?: () => number
+    strict?: boolean
+    databaseUrl?: string
+    configPath?: string
+  } = {},
 ): Promise<Run> {
   let stdout = ''
   let stderr = ''
@@ -72,7 +78,7 @@ async function doctor(
       environment: () =>
         readEnvironment({
           DATABASE_URL: options.databaseUrl ?? db.url,
-          HOOKLEDGER_CONFIG: configPath,
+          HOOKLEDGER_CONFIG: options.configPath ?? configPath,
           ...(redisUrl === null ? {} : { REDIS_URL: redisUrl }),
         }),
       ledgerUrl: async (env) => env.DATABASE_URL ?? '',
@@ -374,6 +380,29 @@ describe('hookledger doctor', () => {
     // Each process's pool, its 4 generic-plan connections and its migration connection, plus 2:
     // 2 × (10 + 4 + 1) + 8 × (12 + 4 + 1) + 2 = 168, over the server's 100 less its reserved slots.
     expect(line).toContain('need up to 168 connections')
+
+    // A ledger of more than 40 periods has no generic-plan connections (GENERIC_PLAN_MAX_PERIODS):
+    // 2 × (10 + 1) + 8 × (12 + 1) + 2 = 128.
+    const manyPeriods = join(directory, 'many-periods.config.json')
+    writeFileSync(
+      manyPeriods,
+      JSON.stringify({
+        retention: { dedupWindowDays: 60 },
+        sources: [
+          {
+            id: 'shop',
+            verify: { scheme: 'standard-webhooks', secrets: ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'] },
+            handler: { type: 'forward', url: 'http://127.0.0.1:1/hooks' },
+            retentionDays: 60,
+          },
+        ],
+      }),
+    )
+    const fewer = lineOf(
+      await doctor(['--processes', 'api=2,worker=8'], { configPath: manyPeriods }),
+      'postgres.max_connections',
+    )
+    expect(fewer).toContain('need up to 128 connections')
   })
 
   it("finds this host's clock off PostgreSQL's beyond the tolerance's margin", async () => {

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { claimEvents } from '../../src/db/claims.js'
 import { leaseEvents } from '../../src/db/events.js'
 import { buildConfig } from '../../src/service/config.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
@@ -9,11 +8,13 @@ import { deliverEvent, statusCounts } from '../support/delivery.js'
 import { FAST_WORKER, startTestService } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
+import { claimedEventIds } from '../support/stored-events.js'
 
 // The worker's batched statements run on connections of their own that keep one generic plan per
 // statement (src/db/client.ts, openLedger): on a ledger whose periods hold a history the planner
 // would otherwise plan the lease, the settle and the enqueue mark again at every call. The rest of
-// the pool keeps plans made for their values.
+// the pool keeps plans made for their values. A ledger of more than GENERIC_PLAN_MAX_PERIODS periods
+// has no such connections: a generic plan locks every period.
 
 let database: TestDatabase
 
@@ -23,24 +24,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await database.drop()
 })
-
-async function claimed(count: number): Promise<string[]> {
-  const results = await claimEvents(
-    database.sql,
-    Array.from({ length: count }, () => {
-      const eventId = `evt_${randomUUID()}`
-      return {
-        source: 'acme',
-        eventId,
-        eventType: null,
-        payloadHash: 'a'.repeat(64),
-        body: Buffer.from(`{"id":"${eventId}"}`),
-        headers: {},
-      }
-    }),
-  )
-  return results.map((result) => result.id)
-}
 
 /** Leases each row alone on one connection, then reads that connection's plans of the lease. */
 async function leasePlansOn(pool: postgres.Sql, ids: readonly string[]) {
@@ -62,7 +45,7 @@ async function leasePlansOn(pool: postgres.Sql, ids: readonly string[]) {
 
 describe('the generic-plan connections', () => {
   it('plan the lease once, where the pool plans calls for their values', async () => {
-    expect(await leasePlansOn(database.genericPlans, await claimed(8))).toEqual({
+    expect(await leasePlansOn(database.genericPlans, await claimedEventIds(database.sql, 8))).toEqual({
       generic: 8,
       custom: 0,
       mode: 'force_generic_plan',
@@ -70,57 +53,78 @@ describe('the generic-plan connections', () => {
     // The same statement on the pool: PostgreSQL's default makes a custom plan for each of the first
     // five calls at least (here for all eight: a one-row batch's custom plan is priced below the
     // generic one).
-    const pool = await leasePlansOn(database.sql, await claimed(8))
+    const pool = await leasePlansOn(database.sql, await claimedEventIds(database.sql, 8))
     expect(pool?.mode).toBe('auto')
     expect(pool?.custom).toBeGreaterThanOrEqual(5)
   })
 
   it("carry a running worker's leases, settles and enqueue marks, and the pool none of them", async () => {
-    // A database of its own: the only generic-plan connections on it are the service's.
-    const ledger = await createTestDatabase()
-    const sink = await startSink(() => ({ status: 200 }))
-    const service = await startTestService({
-      database: ledger,
-      config: buildConfig(
-        {
-          sources: [
-            {
-              id: 'plans',
-              verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
-              handler: { type: 'forward', url: sink.url },
-            },
-          ],
-          worker: FAST_WORKER,
-        },
-        () => undefined,
-      ),
-    })
-    try {
-      await Promise.all(
-        Array.from({ length: 40 }, (_, i) => deliverEvent(service.url, 'plans', `evt_plans_${i}`)),
-      )
-      await expect
-        .poll(() => statusCounts(ledger.sql, 'plans'), { timeout: 20_000, interval: 100 })
-        .toEqual({ done: 40 })
-      // Each backend's last statement: those of the batched statements must be on the generic-plan
-      // connections, and those connections must have run nothing else.
-      const backends = await ledger.sql<Array<{ name: string; query: string }>>`
-        select application_name as name, query from pg_stat_activity
-        where datname = current_database() and application_name like 'hookledger%' and pid <> pg_backend_pid()`
-      const batched = (query: string) =>
-        /distinct on \(id\) id, token, job_id|Every array travels as text\[\]|update inbound_events e set enqueued_at/.test(
-          query,
-        )
-      const generic = backends.filter((backend) => backend.name === 'hookledger generic plans')
-      expect(generic.length).toBeGreaterThan(0)
-      expect(generic.filter((backend) => !batched(backend.query))).toEqual([])
-      expect(backends.filter((backend) => backend.name === 'hookledger' && batched(backend.query))).toEqual(
-        [],
-      )
-    } finally {
-      await service.close()
-      await sink.close()
-      await ledger.drop()
-    }
+    const backends = await backendsAfterForwarding({})
+    const generic = backends.filter((backend) => backend.name === GENERIC)
+    expect(generic.length).toBeGreaterThan(0)
+    expect(generic.filter((backend) => !batched(backend.query))).toEqual([])
+    expect(backends.filter((backend) => backend.name === POOL && batched(backend.query))).toEqual([])
+  }, 40_000)
+
+  it('are not opened for a ledger that keeps more than 40 periods: the pool carries those statements', async () => {
+    // 60 days of daily periods: 63 periods, more than GENERIC_PLAN_MAX_PERIODS.
+    const backends = await backendsAfterForwarding({ days: 60 })
+    expect(backends.filter((backend) => backend.name === GENERIC)).toEqual([])
+    expect(
+      backends.filter((backend) => backend.name === POOL && batched(backend.query)).length,
+    ).toBeGreaterThan(0)
   }, 40_000)
 })
+
+const GENERIC = 'hookledger generic plans'
+const POOL = 'hookledger'
+
+/** A leased, settled or enqueue-marked statement: the worker's batched statements. */
+const batched = (query: string) =>
+  /distinct on \(id\) id, token, job_id|Every array travels as text\[\]|update inbound_events e set enqueued_at/.test(
+    query,
+  )
+
+/**
+ * Each of a service's backends, by application name, with its last statement, once the service
+ * forwarded 40 events; `days`: its source's retention and dedup window (the periods it keeps).
+ */
+async function backendsAfterForwarding(options: { days?: number }) {
+  // A database of its own: the only connections on it are the service's.
+  const ledger = await createTestDatabase()
+  const sink = await startSink(() => ({ status: 200 }))
+  const days = options.days === undefined ? {} : { retentionDays: options.days }
+  const service = await startTestService({
+    database: ledger,
+    config: buildConfig(
+      {
+        sources: [
+          {
+            id: 'plans',
+            verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
+            handler: { type: 'forward', url: sink.url },
+            ...days,
+          },
+        ],
+        worker: FAST_WORKER,
+        ...(options.days === undefined ? {} : { retention: { dedupWindowDays: options.days } }),
+      },
+      () => undefined,
+    ),
+  })
+  try {
+    await Promise.all(
+      Array.from({ length: 40 }, (_, i) => deliverEvent(service.url, 'plans', `evt_plans_${i}`)),
+    )
+    await expect
+      .poll(() => statusCounts(ledger.sql, 'plans'), { timeout: 20_000, interval: 100 })
+      .toEqual({ done: 40 })
+    return await ledger.sql<Array<{ name: string; query: string }>>`
+      select application_name as name, query from pg_stat_activity
+      where datname = current_database() and application_name like 'hookledger%' and pid <> pg_backend_pid()`
+  } finally {
+    await service.close()
+    await sink.close()
+    await ledger.drop()
+  }
+}

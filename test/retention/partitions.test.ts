@@ -1,7 +1,7 @@
 import type postgres from 'postgres'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { DEFAULT_RETENTION_DAYS } from '../../src/config/config.js'
-import { claimEvents, type NewEvent } from '../../src/db/claims.js'
+import { claimEvents } from '../../src/db/claims.js'
 import {
   dropPeriod,
   extendLedgerPartitions,
@@ -10,13 +10,19 @@ import {
 } from '../../src/db/ledger-periods.js'
 import { createLogger } from '../../src/logger.js'
 import { startRetention } from '../../src/retention/loop.js'
-import { periodKeepDays } from '../../src/retention/partitions.js'
+import {
+  keepPartitions,
+  ledgerPeriodsKept,
+  periodKeepDays,
+  usesGenericPlans,
+} from '../../src/retention/partitions.js'
 import { buildConfig } from '../../src/service/config.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { captureLogs } from '../support/log-capture.js'
 import { addPastPeriods } from '../support/periods.js'
 import { signedHeaders } from '../support/signing.js'
 import { createApiStack, testConfig } from '../support/stack.js'
+import { newEvent } from '../support/stored-events.js'
 
 // The partitioned ledger (migration 0018): retention drops whole periods, the dedup keys outlive
 // them for the window, and two copies of one event meet on one key generation even when their
@@ -29,15 +35,6 @@ beforeEach(async () => {
 })
 afterEach(async () => {
   await database.drop()
-})
-
-const event = (eventId: string, source = 'acme'): NewEvent => ({
-  source,
-  eventId,
-  eventType: null,
-  payloadHash: 'a'.repeat(64),
-  body: Buffer.from(`{"id":"${eventId}"}`),
-  headers: {},
 })
 
 /**
@@ -140,7 +137,7 @@ describe('the partitioned ledger', () => {
   it('drops a period without making a claim wait, while a handler holds its transaction open', async () => {
     const [old] = await addPastPeriods(database.sql, { daysAgo: [40] })
     await seedAged(database.sql, 'old', 'done', 40)
-    const [current] = await claimEvents(database.sql, [event('held_by_a_handler')])
+    const [current] = await claimEvents(database.sql, [newEvent('held_by_a_handler')])
     // A handler's transaction: it holds its event's row (and so a lock on inbound_events) for as long
     // as the handler runs.
     const handler = await database.sql.reserve()
@@ -154,7 +151,7 @@ describe('the partitioned ledger', () => {
       })
       await new Promise((resolve) => setTimeout(resolve, 500))
       const started = performance.now()
-      const [claimed] = await claimEvents(database.sql, [event('during_the_drop')])
+      const [claimed] = await claimEvents(database.sql, [newEvent('during_the_drop')])
       expect(claimed?.kind).toBe('accepted')
       expect(performance.now() - started).toBeLessThan(2000)
       expect(dropped).toBe(false) // the detach still waits for the handler, and nobody waits for it
@@ -211,13 +208,13 @@ describe('the partitioned ledger', () => {
       await retention.stop()
     }
     expect(await partitionExists(database.sql, 'inbound_events')).toBe(true)
-    const results = await claimEvents(database.sql, [event('gone'), event('kept'), event('expired')])
+    const results = await claimEvents(database.sql, [newEvent('gone'), newEvent('kept'), newEvent('expired')])
     expect(results.map((result) => result.kind)).toEqual(['duplicate', 'duplicate', 'accepted'])
     expect(results[0]?.id).toBe(gone)
     const { generations } = await ledgerPartitions(database.sql)
     expect(generations).toHaveLength(2) // the expired one went whole
     // Its id reused with another body is a conflict (409), recorded, even with its row gone.
-    const [reused] = await claimEvents(database.sql, [{ ...event('gone'), payloadHash: 'b'.repeat(64) }])
+    const [reused] = await claimEvents(database.sql, [{ ...newEvent('gone'), payloadHash: 'b'.repeat(64) }])
     expect(reused).toEqual({ kind: 'conflict', id: gone })
     const conflicts = await database.sql`select payload_hash from inbound_conflicts where event_id = 'gone'`
     expect(conflicts.map((row) => row.payload_hash)).toEqual(['b'.repeat(64)])
@@ -242,7 +239,7 @@ describe('the partitioned ledger', () => {
         from inbound_key_generations`
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, boundary.getTime() - Date.now()) + 300))
       let settled = false
-      const second = claimEvents(database.sql, [event('straddling')]).then((results) => {
+      const second = claimEvents(database.sql, [newEvent('straddling')]).then((results) => {
         settled = true
         return results
       })
@@ -264,7 +261,7 @@ describe('the partitioned ledger', () => {
       select hookledger_add_key_generation(now() - interval '1 day', now() + interval '10 minutes'),
              hookledger_add_key_generation(now() + interval '10 minutes', now() + interval '30 days')`
     const results = await Promise.all(
-      Array.from({ length: 20 }, () => claimEvents(database.sql, [event('storm')])),
+      Array.from({ length: 20 }, () => claimEvents(database.sql, [newEvent('storm')])),
     )
     const kinds = results.flat().map((result) => result.kind)
     expect(kinds.filter((kind) => kind === 'accepted')).toHaveLength(1)
@@ -277,7 +274,7 @@ describe('the partitioned ledger', () => {
 
   it('refuses to claim, writing nothing, when no key generation covers now', async () => {
     await dropAllKeyGenerations(database.sql)
-    await expect(claimEvents(database.sql, [event('nowhere')])).rejects.toThrow(
+    await expect(claimEvents(database.sql, [newEvent('nowhere')])).rejects.toThrow(
       /the ledger has no dedup key generation \(inbound_key_generations\) for now/,
     )
     const [row] = await database.sql<Array<{ n: number }>>`select count(*)::int as n from inbound_events`
@@ -322,6 +319,27 @@ describe('the partitioned ledger', () => {
     expect(periodKeepDays(buildConfig({ sources: [] }, () => undefined))).toBe(DEFAULT_RETENTION_DAYS)
   })
 
+  it('counts the periods a ledger holds once retention ran, and keeps generic plans for 40 of them at most', async () => {
+    const config = testConfig({}, { retentionDays: 12 })
+    await addPastPeriods(database.sql, { daysAgo: Array.from({ length: 20 }, (_, i) => i + 1) })
+    await keepPartitions(database.sql, config, createLogger('silent'))
+    const [held] = await database.sql<
+      Array<{ periods: number }>
+    >`select count(*)::int as periods from ledger_periods`
+    // Twelve days back, today, two ahead.
+    expect(ledgerPeriodsKept(config)).toBe(15)
+    expect(held?.periods).toBe(15)
+
+    const keeping = (days: number, partitionPeriod: 'day' | 'week') =>
+      testConfig({ retention: { partitionPeriod, dedupWindowDays: days } }, { retentionDays: days })
+    expect(ledgerPeriodsKept(keeping(30, 'week'))).toBe(7)
+    // The default (30 days of daily periods) keeps them; 60 days of days does not, of weeks does.
+    expect(ledgerPeriodsKept(keeping(30, 'day'))).toBe(33)
+    expect(usesGenericPlans(keeping(30, 'day'))).toBe(true)
+    expect(usesGenericPlans(keeping(60, 'day'))).toBe(false)
+    expect(usesGenericPlans(keeping(60, 'week'))).toBe(true)
+  })
+
   it('makes weekly periods from Monday up to two days ahead, and nothing more when run again', async () => {
     const first = await extendLedgerPartitions(database.sql, {
       period: 'week',
@@ -340,7 +358,7 @@ describe('the partitioned ledger', () => {
     })
     expect(again).toEqual({ periods: [], generations: [] })
     // Every id a claim makes now has a partition.
-    const [accepted] = await claimEvents(database.sql, [event('weekly')])
+    const [accepted] = await claimEvents(database.sql, [newEvent('weekly')])
     expect(accepted?.kind).toBe('accepted')
   })
 })
