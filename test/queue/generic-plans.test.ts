@@ -2,9 +2,11 @@ import { randomUUID } from 'node:crypto'
 import type postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { leaseEvents } from '../../src/db/events.js'
+import type { Logger } from '../../src/logger.js'
 import { buildConfig } from '../../src/service/config.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { deliverEvent, statusCounts } from '../support/delivery.js'
+import { captureLogs } from '../support/log-capture.js'
 import { FAST_WORKER, startTestService } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
@@ -68,8 +70,17 @@ describe('the generic-plan connections', () => {
 
   it('are not opened for a ledger that keeps more than 40 periods: the pool carries those statements', async () => {
     // 60 days of daily periods: 63 periods, more than GENERIC_PLAN_MAX_PERIODS.
-    const backends = await backendsAfterForwarding({ days: 60 })
+    const logs = captureLogs('info')
+    const backends = await backendsAfterForwarding({ days: 60, logger: logs.logger })
     expect(backends.filter((backend) => backend.name === GENERIC)).toEqual([])
+    // And the process says so at start, with the count.
+    expect(logs.entries()).toContainEqual(
+      expect.objectContaining({
+        periods: 63,
+        most: 40,
+        msg: expect.stringContaining('planned at each call'),
+      }),
+    )
     expect(
       backends.filter((backend) => backend.name === POOL && batched(backend.query)).length,
     ).toBeGreaterThan(0)
@@ -89,13 +100,14 @@ const batched = (query: string) =>
  * Each of a service's backends, by application name, with its last statement, once the service
  * forwarded 40 events; `days`: its source's retention and dedup window (the periods it keeps).
  */
-async function backendsAfterForwarding(options: { days?: number }) {
+async function backendsAfterForwarding(options: { days?: number; logger?: Logger }) {
   // A database of its own: the only connections on it are the service's.
   const ledger = await createTestDatabase()
   const sink = await startSink(() => ({ status: 200 }))
   const days = options.days === undefined ? {} : { retentionDays: options.days }
   const service = await startTestService({
     database: ledger,
+    ...(options.logger === undefined ? {} : { logger: options.logger }),
     config: buildConfig(
       {
         sources: [
