@@ -13,7 +13,7 @@ import { randomUUID } from 'node:crypto'
 import postgres from 'postgres'
 import { leaseEvents } from '../src/db/events.js'
 import { createTestDatabase } from '../test/support/database.js'
-import { addPastPeriods } from '../test/support/periods.js'
+import { addPastDays } from '../test/support/periods.js'
 import { claimedEventIds } from '../test/support/stored-events.js'
 
 const CASES = (process.env.LOCKS_CASES ?? '37:96,62:96,93:48,123:48').split(',').map((pair) => {
@@ -22,8 +22,6 @@ const CASES = (process.env.LOCKS_CASES ?? '37:96,62:96,93:48,123:48').split(',')
 })
 /** Today's period and the two made ahead (PARTITIONS_AHEAD_DAYS) come with every ledger. */
 const PERIODS_OF_A_NEW_LEDGER = 3
-/** addPastPeriods adds each in one transaction: a few dozen at a time stay within its lock budget. */
-const PERIODS_PER_TRANSACTION = 30
 
 const genericConnection = (url: string) =>
   postgres(url, { max: 1, onnotice: () => {}, connection: { plan_cache_mode: 'force_generic_plan' } })
@@ -57,11 +55,7 @@ console.log('|---:|---:|---:|---:|---:|')
 for (const { periods, connections } of CASES) {
   const db = await createTestDatabase()
   try {
-    const past = periods - PERIODS_OF_A_NEW_LEDGER
-    for (let from = 1; from <= past; from += PERIODS_PER_TRANSACTION) {
-      const days = Math.min(PERIODS_PER_TRANSACTION, past - from + 1)
-      await addPastPeriods(db.sql, { daysAgo: Array.from({ length: days }, (_, i) => from + i) })
-    }
+    await addPastDays(db.sql, periods - PERIODS_OF_A_NEW_LEDGER)
     const [first, second] = await locksOfOneLease(db.url, await claimedEventIds(db.sql, 2, 'bench'))
     const ids = await claimedEventIds(db.sql, connections, 'bench')
     const clients = ids.map(() => genericConnection(db.url))

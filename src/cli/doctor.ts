@@ -1,6 +1,7 @@
 import postgres from 'postgres'
 import type { Environment } from '../config/env.js'
 import { connectionsBesidePool, ledgerTarget } from '../db/client.js'
+import { ledgerPeriodsHeld } from '../db/ledger-periods.js'
 import { formatReport, runDoctor } from '../doctor/run.js'
 import type { ProcessCounts } from '../doctor/types.js'
 import { usesGenericPlans } from '../retention/partitions.js'
@@ -91,7 +92,11 @@ export function runDoctorCommand(args: string[], deps: DoctorDependencies, io: C
           leaseMarginMs,
           scanLimit,
           processes,
-          connectionsBesidePool: connectionsBesidePool(url, usesGenericPlans(config)),
+          // A ledger that does not answer gets its own finding, and no budget check.
+          connectionsBesidePool: connectionsBesidePool(
+            url,
+            usesGenericPlans(config, await ledgerPeriodsHeld(sql).catch(() => 0)),
+          ),
           clock: deps.clock ?? Date.now,
         },
         {

@@ -93,6 +93,12 @@ export function connectionsBesidePool(url: string, genericPlans: boolean): numbe
   return ledgerTarget(url).pgbouncer || !genericPlans ? 0 : GENERIC_PLAN_CONNECTIONS
 }
 
+/** A connection of its own, for a step before or beside the pools: migrations, reads at start. */
+export function openSingleConnection(url: string): postgres.Sql {
+  const target = ledgerTarget(url)
+  return postgres(target.url, { max: 1, onnotice: () => {}, connect_timeout: 10, prepare: !target.pgbouncer })
+}
+
 /**
  * The pool size of one process: `database.poolSize` when set, else what its roles need. Refuses a
  * size that can deadlock the worker, so a budget mistake fails at start, not under load.

@@ -4,7 +4,7 @@ import { readMigrationFiles } from 'drizzle-orm/migrator'
 import { drizzle } from 'drizzle-orm/postgres-js'
 import postgres from 'postgres'
 import type { Logger } from '../logger.js'
-import { ledgerTarget, pingLedger, postgresErrorCode } from './client.js'
+import { ledgerTarget, openSingleConnection, pingLedger, postgresErrorCode } from './client.js'
 
 /** Resolved from this file, not the cwd: the CLI may run from any directory. */
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('../../migrations', import.meta.url))
@@ -27,12 +27,7 @@ export async function migrateLedger(
 ): Promise<void> {
   const target = ledgerTarget(url)
   await ensureDatabaseExists(target.url, logger)
-  const connection = postgres(target.url, {
-    max: 1,
-    onnotice: () => {},
-    connect_timeout: 10,
-    prepare: !target.pgbouncer,
-  })
+  const connection = openSingleConnection(url)
   try {
     const migrations = readMigrationFiles({ migrationsFolder })
     await drizzle({ client: connection }).transaction(async (tx) => {

@@ -39,10 +39,12 @@ export function ledgerPeriodsKept(config: Config): number {
 
 /**
  * Whether the worker's batched statements keep generic plans (openLedger's `genericPlans`): only on
- * a ledger of at most GENERIC_PLAN_MAX_PERIODS periods, since such a plan locks every period.
+ * a ledger of at most GENERIC_PLAN_MAX_PERIODS periods, since such a plan locks every period. Both
+ * counts matter: the periods the config keeps, and those the ledger holds (`periodsHeld`, read at
+ * start: periods kept past retention for their unfinished events, or kept by an earlier config).
  */
-export function usesGenericPlans(config: Config): boolean {
-  return ledgerPeriodsKept(config) <= GENERIC_PLAN_MAX_PERIODS
+export function usesGenericPlans(config: Config, periodsHeld: number): boolean {
+  return Math.max(ledgerPeriodsKept(config), periodsHeld) <= GENERIC_PLAN_MAX_PERIODS
 }
 
 /** Makes the periods and key generations the next PARTITIONS_AHEAD_DAYS need (start-up, each pass). */

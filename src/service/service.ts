@@ -16,6 +16,7 @@ import {
   scopeLedger,
 } from '../db/client.js'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
+import { readLedgerPeriodsHeld } from '../db/ledger-periods.js'
 import { migrateLedger, readDeploymentId } from '../db/migrate.js'
 import { settlesWithin } from '../deadline.js'
 import { startDeliveryControl } from '../delivery/control.js'
@@ -131,7 +132,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   await migrateLedger(databaseUrl, logger)
   const timeouts = config.file.database.statementTimeoutMs
   // A ledger of many periods plans the worker's statements at each call (GENERIC_PLAN_MAX_PERIODS).
-  const genericPlans = usesGenericPlans(config)
+  const periodsHeld = await readLedgerPeriodsHeld(databaseUrl)
+  const genericPlans = usesGenericPlans(config, periodsHeld)
   const ledger = openLedger(databaseUrl, {
     max: poolSize,
     statementTimeoutMs: Math.max(...Object.values(timeouts)),
@@ -141,8 +143,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   })
   if (!genericPlans) {
     logger.info(
-      { periods: ledgerPeriodsKept(config), most: GENERIC_PLAN_MAX_PERIODS },
-      "the ledger keeps more periods than a generic plan should lock: the worker's batched statements " +
+      { periods: ledgerPeriodsKept(config), periodsHeld, most: GENERIC_PLAN_MAX_PERIODS },
+      "the ledger keeps or holds more periods than a generic plan should lock: the worker's batched statements " +
         'are planned at each call (retention.partitionPeriod "week" keeps fewer periods)',
     )
   }

@@ -7,6 +7,7 @@ import { buildConfig } from '../../src/service/config.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { deliverEvent, statusCounts } from '../support/delivery.js'
 import { captureLogs } from '../support/log-capture.js'
+import { addPastDays } from '../support/periods.js'
 import { FAST_WORKER, startTestService } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
@@ -85,6 +86,14 @@ describe('the generic-plan connections', () => {
       backends.filter((backend) => backend.name === POOL && batched(backend.query)).length,
     ).toBeGreaterThan(0)
   }, 40_000)
+
+  it('are not opened for a ledger that holds more than 40 periods, whatever its config keeps', async () => {
+    // The default keeps 33; 42 past periods (kept past retention for their unfinished events, say) make 45.
+    const logs = captureLogs('info')
+    const backends = await backendsAfterForwarding({ pastPeriods: 42, logger: logs.logger })
+    expect(backends.filter((backend) => backend.name === GENERIC)).toEqual([])
+    expect(logs.entries()).toContainEqual(expect.objectContaining({ periods: 33, periodsHeld: 45 }))
+  }, 40_000)
 })
 
 const GENERIC = 'hookledger generic plans'
@@ -98,11 +107,13 @@ const batched = (query: string) =>
 
 /**
  * Each of a service's backends, by application name, with its last statement, once the service
- * forwarded 40 events; `days`: its source's retention and dedup window (the periods it keeps).
+ * forwarded 40 events; `days`: its source's retention and dedup window (the periods it keeps);
+ * `pastPeriods`: periods added before today's before it starts.
  */
-async function backendsAfterForwarding(options: { days?: number; logger?: Logger }) {
+async function backendsAfterForwarding(options: { days?: number; pastPeriods?: number; logger?: Logger }) {
   // A database of its own: the only connections on it are the service's.
   const ledger = await createTestDatabase()
+  await addPastDays(ledger.sql, options.pastPeriods ?? 0)
   const sink = await startSink(() => ({ status: 200 }))
   const days = options.days === undefined ? {} : { retentionDays: options.days }
   const service = await startTestService({

@@ -7,6 +7,7 @@ import {
   extendLedgerPartitions,
   LEDGER_TABLES,
   ledgerPartitions,
+  ledgerPeriodsHeld,
 } from '../../src/db/ledger-periods.js'
 import { createLogger } from '../../src/logger.js'
 import { startRetention } from '../../src/retention/loop.js'
@@ -319,25 +320,24 @@ describe('the partitioned ledger', () => {
     expect(periodKeepDays(buildConfig({ sources: [] }, () => undefined))).toBe(DEFAULT_RETENTION_DAYS)
   })
 
-  it('counts the periods a ledger holds once retention ran, and keeps generic plans for 40 of them at most', async () => {
+  it('counts the periods a ledger holds once retention ran, and keeps generic plans for 40 of them at most, held or kept', async () => {
     const config = testConfig({}, { retentionDays: 12 })
     await addPastPeriods(database.sql, { daysAgo: Array.from({ length: 20 }, (_, i) => i + 1) })
     await keepPartitions(database.sql, config, createLogger('silent'))
-    const [held] = await database.sql<
-      Array<{ periods: number }>
-    >`select count(*)::int as periods from ledger_periods`
     // Twelve days back, today, two ahead.
     expect(ledgerPeriodsKept(config)).toBe(15)
-    expect(held?.periods).toBe(15)
+    expect(await ledgerPeriodsHeld(database.sql)).toBe(15)
 
     const keeping = (days: number, partitionPeriod: 'day' | 'week') =>
       testConfig({ retention: { partitionPeriod, dedupWindowDays: days } }, { retentionDays: days })
     expect(ledgerPeriodsKept(keeping(30, 'week'))).toBe(7)
     // The default (30 days of daily periods) keeps them; 60 days of days does not, of weeks does.
     expect(ledgerPeriodsKept(keeping(30, 'day'))).toBe(33)
-    expect(usesGenericPlans(keeping(30, 'day'))).toBe(true)
-    expect(usesGenericPlans(keeping(60, 'day'))).toBe(false)
-    expect(usesGenericPlans(keeping(60, 'week'))).toBe(true)
+    expect(usesGenericPlans(keeping(30, 'day'), 0)).toBe(true)
+    expect(usesGenericPlans(keeping(60, 'day'), 0)).toBe(false)
+    expect(usesGenericPlans(keeping(60, 'week'), 0)).toBe(true)
+    // Periods held past retention (for unfinished events) count as well.
+    expect(usesGenericPlans(keeping(30, 'day'), 41)).toBe(false)
   })
 
   it('makes weekly periods from Monday up to two days ahead, and nothing more when run again', async () => {

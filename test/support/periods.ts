@@ -54,3 +54,14 @@ export async function addPastPeriods<const DaysAgo extends readonly number[] = n
   const suffixOf = new Map(periods.map((period) => [period.n, period.suffix]))
   return days.daysAgo.map((n) => suffixOf.get(n)) as PeriodSuffixes<DaysAgo>
 }
+
+/** Periods per addPastPeriods call: its one statement locks every partition it attaches. */
+const PERIODS_PER_STATEMENT = 30
+
+/** A period for each of the `count` days before today, added PERIODS_PER_STATEMENT at a time. */
+export async function addPastDays(sql: postgres.Sql, count: number): Promise<void> {
+  for (let first = 1; first <= count; first += PERIODS_PER_STATEMENT) {
+    const days = Math.min(PERIODS_PER_STATEMENT, count - first + 1)
+    await addPastPeriods(sql, { daysAgo: Array.from({ length: days }, (_, i) => first + i) })
+  }
+}
