@@ -143,7 +143,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   })
   if (!genericPlans) {
     logger.info(
-      { periods: ledgerPeriodsKept(config), periodsHeld, most: GENERIC_PLAN_MAX_PERIODS },
+      { periodsKept: ledgerPeriodsKept(config), periodsHeld, most: GENERIC_PLAN_MAX_PERIODS },
       "the ledger keeps or holds more periods than a generic plan should lock: the worker's batched statements " +
         'are planned at each call (retention.partitionPeriod "week" keeps fewer periods)',
     )

@@ -77,7 +77,7 @@ describe('the generic-plan connections', () => {
     // And the process says so at start, with the count.
     expect(logs.entries()).toContainEqual(
       expect.objectContaining({
-        periods: 63,
+        periodsKept: 63,
         most: 40,
         msg: expect.stringContaining('planned at each call'),
       }),
@@ -92,7 +92,7 @@ describe('the generic-plan connections', () => {
     const logs = captureLogs('info')
     const backends = await backendsAfterForwarding({ pastPeriods: 42, logger: logs.logger })
     expect(backends.filter((backend) => backend.name === GENERIC)).toEqual([])
-    expect(logs.entries()).toContainEqual(expect.objectContaining({ periods: 33, periodsHeld: 45 }))
+    expect(logs.entries()).toContainEqual(expect.objectContaining({ periodsKept: 33, periodsHeld: 45 }))
   }, 40_000)
 })
 
