@@ -92,7 +92,7 @@ export function runDoctorCommand(args: string[], deps: DoctorDependencies, io: C
           leaseMarginMs,
           scanLimit,
           processes,
-          // A ledger that does not answer gets its own finding, and no budget check.
+          // A ledger that does not answer (or is not migrated yet) gets its own finding; the count is moot.
           connectionsBesidePool: connectionsBesidePool(
             url,
             usesGenericPlans(config, await ledgerPeriodsHeld(sql).catch(() => 0)),

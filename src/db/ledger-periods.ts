@@ -1,6 +1,6 @@
 import type postgres from 'postgres'
 import { KEY_GENERATION_OVERLAP } from './claims.js'
-import { openSingleConnection, postgresErrorCode } from './client.js'
+import { openSingleConnection } from './client.js'
 
 // The partitions of the inbound ledger (migration 0018): periods of inbound_events and the five
 // tables that grow with it, and generations of inbound_event_keys, the claim's arbiter. Made ahead
@@ -228,20 +228,10 @@ async function exists(client: postgres.TransactionSql | postgres.Sql, table: str
   return row?.yes === true
 }
 
-/**
- * How many periods the ledger holds now: retention's count and those kept past it for their
- * unfinished events. 0 on a ledger not yet partitioned (before migration 0018).
- */
+/** How many periods the ledger holds now: retention's count and those kept past it for their unfinished events. */
 export async function ledgerPeriodsHeld(client: postgres.Sql): Promise<number> {
-  try {
-    const [row] = await client<
-      Array<{ periods: number }>
-    >`select count(*)::int as periods from ledger_periods`
-    return row?.periods ?? 0
-  } catch (error) {
-    if (postgresErrorCode(error) === '42P01') return 0
-    throw error
-  }
+  const [row] = await client<Array<{ periods: number }>>`select count(*)::int as periods from ledger_periods`
+  return row?.periods ?? 0
 }
 
 /** ledgerPeriodsHeld on a connection of its own, for a process choosing how to open its pools. */

@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto'
 import type postgres from 'postgres'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { claimEvents } from '../../src/db/claims.js'
 import { leaseEvents, markEnqueued, markRequeued } from '../../src/db/events.js'
+import { ledgerPeriodsHeld } from '../../src/db/ledger-periods.js'
 import { operationBatches } from '../../src/db/operation-batches.js'
 import { rowIdRange } from '../../src/db/row-id-range.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { addPastPeriods } from '../support/periods.js'
+import { addPastDays } from '../support/periods.js'
+import { claimedEventIds } from '../support/stored-events.js'
 
 // The worker's batched statements join the ledger to arrays of row ids. Bounded by the lowest and
 // highest of those ids (src/db/row-id-range.ts), they plan, open and lock the partitions of the
@@ -23,27 +24,11 @@ let database: TestDatabase
 
 beforeEach(async () => {
   database = await createTestDatabase()
-  await addPastPeriods(database.sql, { daysAgo: Array.from({ length: PAST_DAYS }, (_, i) => PAST_DAYS - i) })
+  await addPastDays(database.sql, PAST_DAYS)
 })
 afterEach(async () => {
   await database.drop()
 })
-
-/** Ids of `count` events claimed now, in today's period. */
-async function claimNow(count: number): Promise<string[]> {
-  const results = await claimEvents(
-    database.sql,
-    Array.from({ length: count }, (_, i) => ({
-      source: 'acme',
-      eventId: `evt_${i}`,
-      eventType: null,
-      payloadHash: 'a'.repeat(64),
-      body: Buffer.from(`{"id":"evt_${i}"}`),
-      headers: {},
-    })),
-  )
-  return results.map((result) => result.id)
-}
 
 /** Carries a test transaction's answer out of sql.begin, which rolls back on a throw. */
 class RolledBack extends Error {
@@ -82,10 +67,9 @@ const today = async () => {
 
 describe('the worker statements on a ledger of many periods', () => {
   it('touch only the period of the ids they are given', async () => {
-    const ids = await claimNow(20)
+    const ids = await claimedEventIds(database.sql, 20)
     const current = await today()
-    const periods = await database.sql`select count(*)::int as n from ledger_periods`
-    expect(periods[0]?.n).toBeGreaterThan(PAST_DAYS)
+    expect(await ledgerPeriodsHeld(database.sql)).toBeGreaterThan(PAST_DAYS)
 
     const jobs = ids.map((id) => ({ id, jobId: `evt-${id}` }))
     expect(await periodsLockedBy((tx) => markEnqueued(tx, jobs))).toEqual(current)
@@ -111,7 +95,7 @@ describe('the worker statements on a ledger of many periods', () => {
 
 describe('the worker statements on their generic plans', () => {
   it('read only the period of the ids they are given, pruning as each starts', async () => {
-    const ids = await claimNow(20)
+    const ids = await claimedEventIds(database.sql, 20)
     const [current] = await today()
     // A connection of the worker's own kind: every statement on its generic plan (openLedger).
     const connection = await database.genericPlans.reserve()
