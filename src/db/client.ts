@@ -68,7 +68,8 @@ const API_CONNECTIONS_BESIDE_WORKER = 4
 const WORKER_MIN_SPARE_CONNECTIONS = 2
 /**
  * The connections of `genericPlans`, beside the pool. Its statements are few at a time (each carries
- * a batch) and the driver pipelines them on a busy connection.
+ * a batch); one that finds all four busy waits for the first to free (the patched driver never
+ * queues it behind a statement that may be waiting on a lock: test/faults/postgres-lock-wait.test.ts).
  */
 const GENERIC_PLAN_CONNECTIONS = 4
 
