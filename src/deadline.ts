@@ -9,36 +9,52 @@ export class DeadlineError extends Error {
 }
 
 /** `promise`, or a DeadlineError after `ms`. The losing promise keeps running; callers must not care. */
-export async function withDeadline<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new DeadlineError(message)), ms)
-      }),
-    ])
-  } finally {
-    clearTimeout(timer)
-  }
+export function withDeadline<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  return raceTimer(promise, ms, () => new DeadlineError(message))
 }
 
 /**
  * Runs `run` with a signal that is aborted when `ms` have passed, and rejects with a DeadlineError
  * then: the one time limit of handlers, tool calls and reconcile calls.
  */
-export async function withAbortDeadline<T>(
+export function withAbortDeadline<T>(
   ms: number,
   message: string,
   run: (signal: AbortSignal) => Promise<T>,
 ): Promise<T> {
   const controller = new AbortController()
+  let running: Promise<T>
   try {
-    return await withDeadline(run(controller.signal), ms, message)
+    running = run(controller.signal)
   } catch (error) {
-    if (error instanceof DeadlineError) controller.abort(error)
-    throw error
+    return Promise.reject(error)
   }
+  return raceTimer(running, ms, () => {
+    const error = new DeadlineError(message)
+    controller.abort(error)
+    return error
+  })
+}
+
+/**
+ * `promise`, or the error `timedOut` makes once `ms` have passed. One promise and one timer: each
+ * event's handler and forward run under two of these, and Promise.race in an async function cost
+ * two promises more each time.
+ */
+function raceTimer<T>(promise: Promise<T>, ms: number, timedOut: () => Error): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(timedOut()), ms)
+    promise.then(
+      (value) => {
+        clearTimeout(timer)
+        resolve(value)
+      },
+      (error: unknown) => {
+        clearTimeout(timer)
+        reject(error)
+      },
+    )
+  })
 }
 
 /** Waits for `promise` up to `ms`; true when it settled (either way) in time. */

@@ -78,17 +78,18 @@ export function forwardTool(destination: Destination, delivery: Delivery): Tool<
     timeoutMs: forwardToolTimeoutMs(config),
     retry: { attempts: 1 },
     async execute(args, ctx) {
-      const outgoing: Record<string, string> = {
-        ...delivery.headers,
-        'content-type': delivery.headers['content-type'] ?? 'application/json',
-        'idempotency-key': delivery.idempotencyKey ?? `${args.source}:${args.eventId}`,
-        'x-hookledger-source': args.source,
-        'x-hookledger-event-id': args.eventId,
-        'x-hookledger-attempt': String(ctx.attempt),
-        ...(delivery.traceparent === undefined ? {} : { traceparent: delivery.traceparent }),
-        ...config.headers,
-      }
-      delete outgoing['user-agent']
+      // Built by assignment, the user agent left out rather than deleted: a spread and a `delete`
+      // per forward cost ~5 µs of the worker's CPU, and a deleted key leaves a slower object to
+      // every reader of the headers after.
+      const outgoing: Record<string, string> = {}
+      copyHeaders(outgoing, delivery.headers)
+      outgoing['content-type'] ??= 'application/json'
+      outgoing['idempotency-key'] = delivery.idempotencyKey ?? `${args.source}:${args.eventId}`
+      outgoing['x-hookledger-source'] = args.source
+      outgoing['x-hookledger-event-id'] = args.eventId
+      outgoing['x-hookledger-attempt'] = String(ctx.attempt)
+      if (delivery.traceparent !== undefined) outgoing.traceparent = delivery.traceparent
+      copyHeaders(outgoing, config.headers)
       const sent = await sendHttp(destination.url, {
         connections: destination.connections,
         method: 'POST',
@@ -123,6 +124,14 @@ export function forwardTool(destination: Destination, delivery: Delivery): Tool<
 /** The forward tool's own time limit: the send's, plus a margin to record what it answered. */
 export function forwardToolTimeoutMs(config: Pick<RouteForward, 'timeoutMs'>): number {
   return config.timeoutMs + 1000
+}
+
+/** Copies `headers` into `into`, all but `user-agent`: the provider's, kept on the row for replays, is not sent on. */
+function copyHeaders(into: Record<string, string>, headers: Readonly<Record<string, string>> | undefined) {
+  if (headers === undefined) return
+  for (const name of Object.keys(headers)) {
+    if (name !== 'user-agent') into[name] = headers[name] as string
+  }
 }
 
 /** A configured forward's destination, with its connection pool: made once, not once per event. */
@@ -227,9 +236,21 @@ export function attemptFacts(result: ForwardResult): HandlerResult {
   return { responseStatus: result.status, responseExcerpt: result.excerpt }
 }
 
-/** A forward's arguments: the event and the hash of its bytes (see ForwardArgs). */
+/**
+ * A forward's arguments: the event and the hash of its bytes (see ForwardArgs). The hash is computed
+ * when first read (the payload hash, the arguments a claim stores): a forward the worker's lease
+ * claimed never reads it.
+ */
 export function forwardArgs(source: string, eventId: string, raw: Buffer): ForwardArgs {
-  return { source, eventId, bodySha256: createHash('sha256').update(raw).digest('hex') }
+  let bodySha256: string | undefined
+  return {
+    source,
+    eventId,
+    get bodySha256() {
+      bodySha256 ??= createHash('sha256').update(raw).digest('hex')
+      return bodySha256
+    },
+  }
 }
 
 export function describeOutcome(

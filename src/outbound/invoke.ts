@@ -71,13 +71,14 @@ export async function invoke<A, R>(
   if (agentKeyOf(request.key) !== undefined) {
     throw new TypeError(`operation keys starting with '${AGENT_SPACE}' belong to the agents' API`)
   }
-  const hash = payloadHash(request.args)
-  const leaseMs = toolLeaseMs(machine.settings, tool as Tool<never, unknown>)
-  // A forward's operation the worker's lease claimed already: a divergence (which
-  // test/queue/forward-claim.test.ts rules out) would meet that claim below as a live lease.
+  // A forward's operation the worker's lease claimed already, under this key and tool. Its payload
+  // hash is not computed again here: the lease computed it in SQL from the same row's bytes, by the
+  // formula of payloadHash and forwardArgs (test/queue/forward-claim.test.ts holds the two alike), and
+  // the canonical JSON with two sha256 cost ~15 µs of the worker's CPU per forward. A divergence of
+  // key or tool would meet that claim below as a live lease.
   const claimed = request.claimed
   if (claimed !== undefined && claimed.leaseToken !== null) {
-    if (claimed.operationKey === request.key && claimed.tool === tool.name && claimed.payloadHash === hash) {
+    if (claimed.operationKey === request.key && claimed.tool === tool.name) {
       const held: Held = { op: claimed, leaseToken: claimed.leaseToken, actor: 'runtime' }
       return leaseGuarded(machine, held, () => runFirstAttempt(machine, tool, request, held))
     }
@@ -86,6 +87,8 @@ export async function invoke<A, R>(
       'the operation claimed with the lease is not the one invoked; claiming it the usual way',
     )
   }
+  const hash = payloadHash(request.args)
+  const leaseMs = toolLeaseMs(machine.settings, tool as Tool<never, unknown>)
   // The common case, in one statement shared with concurrent invokes: a key never seen, claimed with
   // its first attempt in flight. A key seen before takes the one-by-one claim.
   const leaseToken = randomUUID()
