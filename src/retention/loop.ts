@@ -1,5 +1,7 @@
 import type postgres from 'postgres'
 import { type Config, DEFAULT_RETENTION_DAYS } from '../config/config.js'
+import { GENERIC_PLAN_MAX_PERIODS } from '../db/client.js'
+import { ledgerPeriodsHeld } from '../db/ledger-periods.js'
 import { unsettledPastRetention } from '../db/operation-queries.js'
 import {
   deleteDoneEvents,
@@ -10,7 +12,7 @@ import {
 } from '../db/retention.js'
 import { DEFAULT_STUCK_AFTER_MS, watchPass } from '../deadline.js'
 import type { Logger } from '../logger.js'
-import { keepPartitions, periodKeepDays } from './partitions.js'
+import { keepPartitions, periodKeepDays, usesGenericPlans } from './partitions.js'
 
 export interface Retention {
   /** One pass over every source; returns how many rows and whole periods it removed. Exposed for tests. */
@@ -33,6 +35,8 @@ export function startRetention(deps: {
   logger: Logger
   /** A sweep running this long is logged as stuck (every this long until it ends). */
   stuckAfterMs?: number
+  /** Whether this process opened generic-plan connections at start (openLedger's `genericPlans`). */
+  genericPlans?: boolean
 }): Retention {
   const { intervalMs, batchSize, operationDays } = deps.config.file.retention
   let stopped = false
@@ -52,6 +56,7 @@ export function startRetention(deps: {
   const sweep = async () => {
     // Whole periods first: the row sweep below then finds only what they could not take.
     const periods = await keepPartitions(deps.sql, deps.config, deps.logger)
+    if (deps.genericPlans === true) await warnOfGenericPlanLocks()
     const events = await sweepEvents()
     // An operation goes with its attempts, approvals and audit entries.
     const operations = await drain(() =>
@@ -74,6 +79,23 @@ export function startRetention(deps: {
     if (conflicts > 0) deps.logger.info({ deleted: conflicts }, 'retention deleted expired conflict records')
     await reportUnsettled()
     return periods + events + operations + evidence + redeliveries + conflicts
+  }
+
+  /**
+   * A process decides at start whether its batched statements keep generic plans (usesGenericPlans),
+   * and keeps that decision. Periods held past retention for their unfinished events can pile up
+   * after it, and each such statement then locks every one of them, in the server's lock table that
+   * all sessions share: said at every pass until a restart decides again.
+   */
+  const warnOfGenericPlanLocks = async () => {
+    const periodsHeld = await ledgerPeriodsHeld(deps.sql)
+    if (usesGenericPlans(deps.config, periodsHeld)) return
+    deps.logger.warn(
+      { periodsHeld, most: GENERIC_PLAN_MAX_PERIODS },
+      "the ledger holds more periods than a generic plan should lock, and this process's batched statements " +
+        'keep generic plans, which lock every period: restart it to plan them at each call, or replay or ' +
+        'finish the unfinished events that keep old periods (/admin)',
+    )
   }
 
   /**

@@ -9,6 +9,7 @@ import type { Config } from '../config/config.js'
 import { type Environment, EnvironmentError, tracingSettings } from '../config/env.js'
 import { createClaimBatcher } from '../db/claims.js'
 import {
+  connectionsBesidePool,
   GENERIC_PLAN_MAX_PERIODS,
   ledgerPoolSize,
   openLedger,
@@ -406,7 +407,13 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       })
     : undefined
   const retention = runsWorker
-    ? startRetention({ sql: scopes.retention.sql, config, logger, stuckAfterMs: stuckAfterMs('retention') })
+    ? startRetention({
+        sql: scopes.retention.sql,
+        config,
+        logger,
+        stuckAfterMs: stuckAfterMs('retention'),
+        genericPlans: connectionsBesidePool(databaseUrl, genericPlans) > 0,
+      })
     : undefined
   const backfill = runsWorker
     ? startBackfill({

@@ -2,7 +2,9 @@ import { randomUUID } from 'node:crypto'
 import type postgres from 'postgres'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { leaseEvents } from '../../src/db/events.js'
+import { ledgerPeriodsHeld } from '../../src/db/ledger-periods.js'
 import type { Logger } from '../../src/logger.js'
+import { startRetention } from '../../src/retention/loop.js'
 import { buildConfig } from '../../src/service/config.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { deliverEvent, statusCounts } from '../support/delivery.js'
@@ -11,6 +13,7 @@ import { addPastDays } from '../support/periods.js'
 import { FAST_WORKER, startTestService } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
+import { testConfig } from '../support/stack.js'
 import { claimedEventIds } from '../support/stored-events.js'
 
 // The worker's batched statements run on connections of their own that keep one generic plan per
@@ -93,6 +96,47 @@ describe('the generic-plan connections', () => {
     const backends = await backendsAfterForwarding({ pastPeriods: 42, logger: logs.logger })
     expect(backends.filter((backend) => backend.name === GENERIC)).toEqual([])
     expect(logs.entries()).toContainEqual(expect.objectContaining({ periodsKept: 33, periodsHeld: 45 }))
+  }, 40_000)
+})
+
+describe('a process that keeps generic plans', () => {
+  it('says at each retention pass once the periods its ledger holds pass 40', async () => {
+    const ledger = await createTestDatabase()
+    try {
+      // 75 past days: the default keeps the 30 within retention, and drops the 45 before them but
+      // for the 10 that each hold a PENDING event.
+      await addPastDays(ledger.sql, 75)
+      for (let daysAgo = 31; daysAgo <= 40; daysAgo++) {
+        await ledger.sql`
+          insert into inbound_events (id, source, event_id, payload_hash, headers, status, received_at)
+          values (hookledger_uuid_v7(now() - ${daysAgo} * interval '1 day'), 'acme', ${`evt_kept_${daysAgo}`},
+                  ${'a'.repeat(64)}, '{}', 'pending', now() - ${daysAgo} * interval '1 day')`
+      }
+      const config = testConfig()
+      const pass = async (genericPlans: boolean) => {
+        const logs = captureLogs()
+        const retention = startRetention({ sql: ledger.sql, config, logger: logs.logger, genericPlans })
+        try {
+          await retention.sweep()
+        } finally {
+          await retention.stop()
+        }
+        return logs.entries().filter((entry) => String(entry.msg).includes('generic plan'))
+      }
+      expect(await pass(true)).toEqual([
+        expect.objectContaining({
+          level: 40,
+          periodsHeld: 43,
+          most: 40,
+          msg: expect.stringContaining('restart it'),
+        }),
+      ])
+      expect(await ledgerPeriodsHeld(ledger.sql)).toBe(43)
+      // Planned at each call already: nothing to say.
+      expect(await pass(false)).toEqual([])
+    } finally {
+      await ledger.drop()
+    }
   }, 40_000)
 })
 
