@@ -1,13 +1,14 @@
 import { describe, expect, it } from 'vitest'
 import { DeadlineError, withAbortDeadline, withDeadline } from './deadline.js'
 
-const after = <T>(ms: number, value: T) => new Promise<T>((resolve) => setTimeout(() => resolve(value), ms))
+const resolveAfter = <T>(ms: number, value: T) =>
+  new Promise<T>((resolve) => setTimeout(() => resolve(value), ms))
 
 describe('deadlines', () => {
   it('withDeadline answers what settles first: the promise, or a DeadlineError with its message', async () => {
-    await expect(withDeadline(after(5, 'done'), 1000, 'late')).resolves.toBe('done')
+    await expect(withDeadline(resolveAfter(5, 'done'), 1000, 'late')).resolves.toBe('done')
     await expect(withDeadline(Promise.reject(new Error('own')), 1000, 'late')).rejects.toThrow('own')
-    const late = withDeadline(after(1000, 'done'), 20, 'no answer within 20 ms')
+    const late = withDeadline(resolveAfter(1000, 'done'), 20, 'no answer within 20 ms')
     await expect(late).rejects.toBeInstanceOf(DeadlineError)
     await expect(late).rejects.toThrow('no answer within 20 ms')
   })
@@ -16,10 +17,10 @@ describe('deadlines', () => {
     let seen: AbortSignal | undefined
     const answered = await withAbortDeadline(1000, 'late', async (signal) => {
       seen = signal
-      return after(5, 'done')
+      return resolveAfter(5, 'done')
     })
     expect(answered).toBe('done')
-    await after(30, undefined)
+    await resolveAfter(30, undefined)
     expect(seen?.aborted).toBe(false)
 
     let abortedWith: unknown
@@ -27,7 +28,7 @@ describe('deadlines', () => {
       signal.addEventListener('abort', () => {
         abortedWith = signal.reason
       })
-      return after(1000, 'done')
+      return resolveAfter(1000, 'done')
     })
     const error = await late.catch((reason: unknown) => reason)
     expect(error).toBeInstanceOf(DeadlineError)
