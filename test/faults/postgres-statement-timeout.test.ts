@@ -77,6 +77,23 @@ describe('statement deadlines', () => {
     expect(await scoped.sql`select 1 as one`).toEqual([{ one: 1 }])
   })
 
+  it('statements waiting for a connection while every one is silent fail at their deadline too, however many wait', async () => {
+    const scoped = open(proxy.urlFor(database.url)).scoped(500)
+    // Both connections open, then the path goes silent under them.
+    await Promise.all([1, 2].map(() => scoped.sql`select pg_sleep(0.05)`.then((rows) => rows)))
+    proxy.blackhole()
+    const outcomes = await Promise.all(
+      // Two head the silent connections; four wait in the pool's queue for one to free.
+      [1, 2, 3, 4, 5, 6].map(() => failure(scoped.sql`select 1 as one`)),
+    )
+    proxy.forward()
+    for (const { error, ms } of outcomes) {
+      expect(postgresErrorCode(error)).toBe('STATEMENT_TIMEOUT')
+      expect(ms).toBeLessThan(1500)
+    }
+    expect(await scoped.sql`select 1 as one`).toEqual([{ one: 1 }])
+  })
+
   it('the server gets the longest deadline as its statement_timeout, and ends sessions idle in a transaction', async () => {
     const ledger = open(database.url, { statementTimeoutMs: 12_345, idleInTransactionMs: 600 })
     expect(await ledger.sql`show statement_timeout`).toEqual([{ statement_timeout: '12345ms' }])

@@ -9,7 +9,7 @@ import { buildConfig } from '../../src/service/config.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { deliverEvent, statusCounts } from '../support/delivery.js'
 import { captureLogs } from '../support/log-capture.js'
-import { addPastDays } from '../support/periods.js'
+import { addPastDays, addPastPeriods } from '../support/periods.js'
 import { FAST_WORKER, startTestService } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
@@ -106,12 +106,7 @@ describe('a process that keeps generic plans', () => {
       // 75 past days: the default keeps the 30 within retention, and drops the 45 before them but
       // for the 10 that each hold a PENDING event.
       await addPastDays(ledger.sql, 75)
-      for (let daysAgo = 31; daysAgo <= 40; daysAgo++) {
-        await ledger.sql`
-          insert into inbound_events (id, source, event_id, payload_hash, headers, status, received_at)
-          values (hookledger_uuid_v7(now() - ${daysAgo} * interval '1 day'), 'acme', ${`evt_kept_${daysAgo}`},
-                  ${'a'.repeat(64)}, '{}', 'pending', now() - ${daysAgo} * interval '1 day')`
-      }
+      for (let daysAgo = 31; daysAgo <= 40; daysAgo++) await pendingEventOn(ledger.sql, daysAgo)
       const config = testConfig()
       const pass = async (genericPlans: boolean) => {
         const logs = captureLogs()
@@ -138,7 +133,39 @@ describe('a process that keeps generic plans', () => {
       await ledger.drop()
     }
   }, 40_000)
+
+  it("a running service's retention pass says so, for the generic plans it opened at start", async () => {
+    const ledger = await createTestDatabase()
+    // Ten periods past retention, each kept for a PENDING event: 13 at start, generic plans kept.
+    await addPastPeriods(ledger.sql, { daysAgo: Array.from({ length: 10 }, (_, i) => 31 + i) })
+    for (let daysAgo = 31; daysAgo <= 40; daysAgo++) await pendingEventOn(ledger.sql, daysAgo)
+    const logs = captureLogs()
+    const service = await startTestService({
+      database: ledger,
+      logger: logs.logger,
+      config: testConfig({ retention: { intervalMs: 1000 } }),
+    })
+    try {
+      const warnings = () => logs.entries().filter((entry) => String(entry.msg).includes('restart it'))
+      // The 30 days within retention make 43 periods held.
+      await addPastDays(ledger.sql, 30)
+      await expect
+        .poll(warnings, { timeout: 15_000 })
+        .toContainEqual(expect.objectContaining({ level: 40, periodsHeld: 43, most: 40 }))
+    } finally {
+      await service.close()
+      await ledger.drop()
+    }
+  }, 40_000)
 })
+
+/** A PENDING event received `daysAgo` days ago, in that day's period: retention keeps the period for it. */
+async function pendingEventOn(sql: postgres.Sql, daysAgo: number) {
+  await sql`
+    insert into inbound_events (id, source, event_id, payload_hash, headers, status, received_at)
+    values (hookledger_uuid_v7(now() - ${daysAgo} * interval '1 day'), 'acme', ${`evt_kept_${daysAgo}`},
+            ${'a'.repeat(64)}, '{}', 'pending', now() - ${daysAgo} * interval '1 day')`
+}
 
 const GENERIC = 'hookledger generic plans'
 const POOL = 'hookledger'
