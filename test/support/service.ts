@@ -11,6 +11,7 @@ import { type Role, type Service, startService } from '../../src/service/service
 import { type Child, startChild } from './child.js'
 import { createTestDatabase, type TestDatabase } from './database.js'
 import { testRedisUrl } from './env.js'
+import { captureLogs } from './log-capture.js'
 import { testConfig } from './stack.js'
 import { temporaryDirectory } from './temp.js'
 
@@ -18,6 +19,8 @@ export interface TestService {
   service: Service
   database: TestDatabase
   url: string
+  /** What the service logged at info and above, unless the test gave its own logger. */
+  logged(): string
   close(): Promise<void>
 }
 
@@ -32,7 +35,7 @@ export interface TestServiceOptions {
   /** More variables for the service's environment (ADMIN_TOKEN, AGENT_TOKEN, …). */
   env?: Record<string, string>
   tools?: readonly Tool<never, unknown>[]
-  /** Silent unless given (a captured logger, for tests that assert what is logged). */
+  /** Kept in memory at info level unless given (a captured logger, for tests that assert what is logged). */
   logger?: Logger
 }
 
@@ -47,18 +50,20 @@ export async function startTestService(options: TestServiceOptions = {}): Promis
     LOG_LEVEL: 'silent',
     ...options.env,
   })
+  const captured = options.logger === undefined ? captureLogs('info') : undefined
   const service = await startService({
     env,
     config: options.config ?? testConfig(),
     role: options.role ?? 'all',
     handlers: options.handlers ?? {},
-    logger: options.logger ?? createLogger('silent'),
+    logger: options.logger ?? captured?.logger ?? createLogger('silent'),
     tools: options.tools ?? [],
   })
   return {
     service,
     database,
     url: service.url,
+    logged: () => captured?.text() ?? '',
     async close() {
       await service.close()
       if (options.database === undefined) await database.drop()
@@ -129,7 +134,7 @@ export function serviceHarness(
     if (database === undefined) throw new Error('the database is made in beforeAll')
     return database
   }
-  const running: Array<{ close(): Promise<unknown> }> = []
+  const running: Array<{ close(): Promise<unknown>; logged?: () => string }> = []
   const closeAll = async () => {
     await Promise.all(running.splice(0).map((service) => service.close()))
   }
@@ -142,7 +147,17 @@ export function serviceHarness(
       writeFileSync(configPath, JSON.stringify(typeof config === 'function' ? config() : config))
     }
   })
-  if (options.keepBetweenTests !== true) afterEach(closeAll)
+  if (options.keepBetweenTests !== true) {
+    afterEach(async (context) => {
+      // A poll that timed out says only what it last saw: before the failed test's services stop,
+      // print what they logged and what the database was doing (who waits on which lock).
+      if ((context.task.result?.errors?.length ?? 0) > 0 && running.length > 0) {
+        for (const service of running) console.error(`a service's log:\n${service.logged?.() ?? '(a child)'}`)
+        console.error(`the database's sessions:\n${JSON.stringify(await sessions(made()), null, 1)}`)
+      }
+      await closeAll()
+    })
+  }
   afterAll(async () => {
     await closeAll()
     await database?.drop()
@@ -179,4 +194,16 @@ export function serviceHarness(
       return child
     },
   }
+}
+
+/** The database's sessions but the one asking: what each runs or waits for, and the locks it waits on. */
+async function sessions(database: TestDatabase) {
+  return database.sql`
+    select a.pid, a.application_name, a.state, a.wait_event_type, a.wait_event,
+           pg_blocking_pids(a.pid) as blocked_by, now() - a.xact_start as in_transaction_for,
+           left(a.query, 300) as query,
+           (select array_agg(l.mode || ' on ' || coalesce(l.relation::regclass::text, l.locktype))
+            from pg_locks l where l.pid = a.pid and not l.granted) as waiting_for
+    from pg_stat_activity a
+    where a.datname = current_database() and a.pid <> pg_backend_pid()`
 }
