@@ -2,7 +2,7 @@ import { afterAll, beforeAll } from 'vitest'
 import type { Role } from '../../src/service/service.js'
 import { adminDatabaseUrl } from '../support/env.js'
 import { type PgBouncer, startPgBouncer } from '../support/pgbouncer.js'
-import { FAST_RELAY, serviceHarness } from '../support/service.js'
+import { FAULT_TOLERANT, serviceHarness } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js'
@@ -45,20 +45,7 @@ export function serviceBehindProxy(folder: string, options: { pgbouncer?: boolea
           handler: { type: 'forward', url: made(sink).url, timeoutMs: 1000 },
         },
       ],
-      // Attempts to spare: an attempt a fault cuts short counts as one, and a forward cut short keeps
-      // its operation leased (forward timeout + 5 s) while later attempts wait for it. The statement
-      // timeouts are the defaults: they are what the blackhole test is about.
-      worker: {
-        concurrency: 4,
-        maxAttempts: 20,
-        backoffBaseMs: 100,
-        backoffMaxMs: 1000,
-        handlerTimeoutMs: 3000,
-        leaseMs: 4000,
-        stalledIntervalMs: 1000,
-      },
-      outbound: { leaseMs: 1500, backoffMaxMs: 1000 },
-      relay: FAST_RELAY,
+      ...FAULT_TOLERANT,
     }),
     env: { LOG_LEVEL: 'warn' },
   })

@@ -2,7 +2,6 @@ import { Writable } from 'node:stream'
 import { sql } from 'drizzle-orm'
 import { describe, expect, it } from 'vitest'
 import { readEnvironment } from '../../src/config/env.js'
-import { claimEvents } from '../../src/db/claims.js'
 import { createLogger } from '../../src/logger.js'
 import type { EventHandler } from '../../src/outbound/event-handler.js'
 import { INBOUND_QUEUE, type ProcessEventData } from '../../src/queue/jobs.js'
@@ -13,6 +12,7 @@ import { FAST_RELAY, FAST_WORKER, serviceHarness } from '../support/service.js'
 import { signedHeaders } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 import { testConfig } from '../support/stack.js'
+import { claimRows } from '../support/stored-events.js'
 
 // The worker shares its lease and DONE statements among the events that reach them within a
 // millisecond (src/db/batcher.ts), and a job carries the rows claimed together. These tests pin what
@@ -94,28 +94,13 @@ function holdFirstHandler() {
   return { handler, started, release: held.open }
 }
 
-/** Commits the events' rows without adding their jobs, as after a lost enqueue: the relay hands them on. */
-async function claimWithoutJobs(events: string[]) {
-  await claimEvents(
-    harness.database.sql,
-    events.map((eventId) => ({
-      source: 'acme',
-      eventId,
-      eventType: 'test.event',
-      payloadHash: 'e'.repeat(64),
-      body: Buffer.from(JSON.stringify({ id: eventId })),
-      headers: {},
-    })),
-  )
-}
-
 /**
  * The events committed without a job (the relay hands them on in one), and a worker running one
  * handler at a time under FAST_WORKER's 3 s lease and 2 s deadline: a row that waits over 0.5 s for
  * its slot is renewed.
  */
 async function startOneAtATime(events: string[], handler: EventHandler | { forwardTo: string }) {
-  await claimWithoutJobs(events)
+  await claimRows(harness.database.sql, events)
   await harness.start({
     config: testConfig(
       {
@@ -160,7 +145,7 @@ describe('batched processing', () => {
     const failing = events[11]
     const handler = writesThenFailsFirstTry(failing)
     // Committed without a job, as after a lost enqueue: the relay's one pass hands them on together.
-    await claimWithoutJobs(events)
+    await claimRows(harness.database.sql, events)
     const running = await harness.start({
       config: testConfig(
         { worker, relay: { intervalMs: 200, graceMs: 0, orphanAfterMs: 3_600_000 } },

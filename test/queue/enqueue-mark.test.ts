@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto'
 import { Queue } from 'bullmq'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { claimEvents } from '../../src/db/claims.js'
 import { leaseEvents } from '../../src/db/events.js'
 import { noFailpoints } from '../../src/failpoints.js'
 import { createLogger } from '../../src/logger.js'
@@ -12,6 +11,7 @@ import { INBOUND_QUEUE, type ProcessEventData } from '../../src/queue/jobs.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { testRedisUrl } from '../support/env.js'
 import { uniquePrefix } from '../support/stack.js'
+import { claimRows } from '../support/stored-events.js'
 
 let database: TestDatabase
 let connection: Redis
@@ -38,21 +38,6 @@ const enqueuerWith = (markDelayMs: number) =>
     markDelayMs,
   })
 
-async function claim(eventIds: string[]): Promise<string[]> {
-  const claims = await claimEvents(
-    database.sql,
-    eventIds.map((eventId) => ({
-      source: 'acme',
-      eventId,
-      eventType: null,
-      payloadHash: 'f'.repeat(64),
-      body: Buffer.from('{}'),
-      headers: {},
-    })),
-  )
-  return claims.map((c) => c.id)
-}
-
 /** The job that carries the row, once Redis holds it. */
 async function jobOf(id: string): Promise<string> {
   for (let i = 0; i < 200; i += 1) {
@@ -72,7 +57,7 @@ const rowsOf = (ids: string[]) =>
 describe('the intake marks its rows enqueued a while after adding their jobs', () => {
   it('and leaves a row that a worker leased meanwhile as the lease wrote it', async () => {
     const enqueuer = enqueuerWith(400)
-    const [leased = '', waiting = ''] = await claim(['evt_mark_leased', 'evt_mark_waiting'])
+    const [leased = '', waiting = ''] = await claimRows(database.sql, ['evt_mark_leased', 'evt_mark_waiting'])
     enqueuer.enqueue(leased)
     enqueuer.enqueue(waiting)
     const jobId = await jobOf(leased)
@@ -94,7 +79,7 @@ describe('the intake marks its rows enqueued a while after adding their jobs', (
 
   it('at once when the process shuts down (drain), not after the delay', async () => {
     const enqueuer = enqueuerWith(60_000)
-    const [id = ''] = await claim(['evt_mark_drained'])
+    const [id = ''] = await claimRows(database.sql, ['evt_mark_drained'])
     enqueuer.enqueue(id)
     const jobId = await jobOf(id)
     const startedAt = Date.now()

@@ -14,7 +14,7 @@ import { FAST_WORKER, startTestService } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 import { testConfig } from '../support/stack.js'
-import { claimedEventIds } from '../support/stored-events.js'
+import { claimedEventIds, insertAgedEvent } from '../support/stored-events.js'
 
 // The worker's batched statements run on connections of their own that keep one generic plan per
 // statement (src/db/client.ts, openLedger): on a ledger whose periods hold a history the planner
@@ -161,10 +161,7 @@ describe('a process that keeps generic plans', () => {
 
 /** A PENDING event received `daysAgo` days ago, in that day's period: retention keeps the period for it. */
 async function pendingEventOn(sql: postgres.Sql, daysAgo: number) {
-  await sql`
-    insert into inbound_events (id, source, event_id, payload_hash, headers, status, received_at)
-    values (hookledger_uuid_v7(now() - ${daysAgo} * interval '1 day'), 'acme', ${`evt_kept_${daysAgo}`},
-            ${'a'.repeat(64)}, '{}', 'pending', now() - ${daysAgo} * interval '1 day')`
+  await insertAgedEvent(sql, { eventId: `evt_kept_${daysAgo}`, status: 'pending', daysAgo })
 }
 
 const GENERIC = 'hookledger generic plans'

@@ -22,6 +22,7 @@ import { freePort } from '../support/child.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { startRedisServer } from '../support/redis-server.js'
 import { uniquePrefix } from '../support/stack.js'
+import { claimRows } from '../support/stored-events.js'
 
 let database: TestDatabase
 
@@ -103,25 +104,9 @@ describe('relay: resuming an in-process queue at start', () => {
   })
 })
 
-/** Commits a row for each event id, with no job; answers their row ids. */
-async function claimRows(eventIds: string[]): Promise<string[]> {
-  const claims = await claimEvents(
-    database.sql,
-    eventIds.map((eventId) => ({
-      source: 'acme',
-      eventId,
-      eventType: null,
-      payloadHash: 'e'.repeat(64),
-      body: Buffer.from('{}'),
-      headers: {},
-    })),
-  )
-  return claims.map((claim) => claim.id)
-}
-
 /** A row that was enqueued once and has been quiet for two minutes: its job is gone. */
 async function orphan(eventId: string): Promise<string> {
-  const [id = ''] = await claimRows([eventId])
+  const [id = ''] = await claimRows(database.sql, [eventId])
   await database.db
     .update(inboundEvents)
     .set({ enqueuedAt: sql`now() - interval '2 minutes'`, updatedAt: sql`now() - interval '2 minutes'` })
@@ -156,7 +141,10 @@ describe('relay: orphan recovery', () => {
     const { queue, relay } = await stoppedRelay({
       settings: { intervalMs: 1000, graceMs: 60_000, orphanAfterMs: 60_000 },
     })
-    const ids = await claimRows(Array.from({ length: 2_500 }, (_, i) => `evt_lost_${i}`))
+    const ids = await claimRows(
+      database.sql,
+      Array.from({ length: 2_500 }, (_, i) => `evt_lost_${i}`),
+    )
     // Enqueued two minutes ago in a batch job Redis no longer has.
     await database.sql`
       update inbound_events set enqueued_at = now() - interval '2 minutes', job_id = 'evts-lost',
@@ -177,7 +165,7 @@ describe('relay: orphan recovery', () => {
       settings: { intervalMs: 1000, graceMs: 60_000, orphanAfterMs: 60_000 },
       clock: () => now,
     })
-    const ids = await claimRows(['evt_backlog_a', 'evt_backlog_b', 'evt_backlog_c'])
+    const ids = await claimRows(database.sql, ['evt_backlog_a', 'evt_backlog_b', 'evt_backlog_c'])
     await enqueuer.add(ids)
     // A long backlog: the rows wait in their batch job well past orphanAfterMs.
     const age = () => database.sql`
@@ -229,7 +217,10 @@ describe('relay: a Redis that lost its data', () => {
       return relay
     }
     try {
-      const ids = await claimRows(Array.from({ length: 30 }, (_, i) => `evt_unmarked_${i}`))
+      const ids = await claimRows(
+        database.sql,
+        Array.from({ length: 30 }, (_, i) => `evt_unmarked_${i}`),
+      )
       // Enqueued a minute ago: their jobs went with Redis's data, and no orphan pass is due.
       await database.db
         .update(inboundEvents)

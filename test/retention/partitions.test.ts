@@ -23,7 +23,7 @@ import { captureLogs } from '../support/log-capture.js'
 import { addPastPeriods } from '../support/periods.js'
 import { signedHeaders } from '../support/signing.js'
 import { createApiStack, testConfig } from '../support/stack.js'
-import { newEvent } from '../support/stored-events.js'
+import { insertAgedEvent, newEvent } from '../support/stored-events.js'
 
 // The partitioned ledger (migration 0018): retention drops whole periods, the dedup keys outlive
 // them for the window, and two copies of one event meet on one key generation even when their
@@ -43,12 +43,7 @@ afterEach(async () => {
  * attempt, a payload and a route in that day's partitions, and its key in the current generation.
  */
 async function seedAged(sql: postgres.Sql, eventId: string, status: string, daysAgo: number) {
-  const [row] = await sql<Array<{ id: string }>>`
-    insert into inbound_events (id, source, event_id, payload_hash, headers, status, received_at)
-    values (hookledger_uuid_v7(now() - ${daysAgo} * interval '1 day'), 'acme', ${eventId}, ${'a'.repeat(64)},
-            '{}', ${status}::event_status, now() - ${daysAgo} * interval '1 day')
-    returning id`
-  const id = String(row?.id)
+  const id = await insertAgedEvent(sql, { eventId, status, daysAgo })
   await sql`insert into inbound_event_payloads (event_row_id, body) values (${id}, '\\x7b7d')`
   await sql`insert into event_attempts (event_row_id, attempt, outcome, started_at) values (${id}, 1, 'done', now())`
   await sql`insert into event_routes (event_row_id, route_id, status) values (${id}, 'r', 'done')`

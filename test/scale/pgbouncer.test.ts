@@ -17,7 +17,7 @@ import { adminDatabaseUrl, testRedisUrl } from '../support/env.js'
 import { addPastPeriods } from '../support/periods.js'
 import { type PgBouncer, startPgBouncer } from '../support/pgbouncer.js'
 import { runCommand } from '../support/run-command.js'
-import { FAST_RELAY } from '../support/service.js'
+import { FAULT_TOLERANT } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js'
@@ -69,18 +69,7 @@ beforeAll(async () => {
           handler: { type: 'forward', url: sink.url, timeoutMs: 1000 },
         },
       ],
-      // As in postgres-reset.test.ts: attempts to spare for those a reset cuts short.
-      worker: {
-        concurrency: 4,
-        maxAttempts: 20,
-        backoffBaseMs: 100,
-        backoffMaxMs: 1000,
-        handlerTimeoutMs: 3000,
-        leaseMs: 4000,
-        stalledIntervalMs: 1000,
-      },
-      outbound: { leaseMs: 1500, backoffMaxMs: 1000 },
-      relay: FAST_RELAY,
+      ...FAULT_TOLERANT,
     }),
   )
 }, 60_000)

@@ -18,7 +18,7 @@ import {
 } from '../support/delivery.js'
 import { type RedisCluster, startRedisCluster } from '../support/redis-cluster.js'
 import { runCommand } from '../support/run-command.js'
-import { FAST_RELAY } from '../support/service.js'
+import { FAULT_TOLERANT } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 
@@ -79,19 +79,8 @@ beforeAll(async () => {
           ],
         },
       ],
-      // Attempts to spare for those a failover cuts short, as in test/faults/.
-      worker: {
-        concurrency: 8,
-        maxAttempts: 20,
-        backoffBaseMs: 100,
-        backoffMaxMs: 1000,
-        handlerTimeoutMs: 3000,
-        leaseMs: 4000,
-        stalledIntervalMs: 1000,
-      },
-      // A forward under way at a crash is taken over once its lease runs out.
-      outbound: { leaseMs: 1500, backoffMaxMs: 1000 },
-      relay: FAST_RELAY,
+      ...FAULT_TOLERANT,
+      worker: { ...FAULT_TOLERANT.worker, concurrency: 8 },
     }),
   )
 }, 90_000)

@@ -84,6 +84,26 @@ export const FAST_WORKER = {
 
 export const FAST_RELAY = { intervalMs: 200, graceMs: 300, orphanAfterMs: 2000 }
 
+/**
+ * The worker and outbound settings of a service whose attempts a fault cuts short (a reset, a
+ * blackhole, a failover): attempts to spare, since an interrupted attempt counts as one, and a forward
+ * cut short keeps its operation leased (its tool's timeout + 5 s) while later attempts wait for it.
+ * The statement timeouts stay the defaults: they are what the blackhole tests are about.
+ */
+export const FAULT_TOLERANT = {
+  worker: {
+    concurrency: 4,
+    maxAttempts: 20,
+    backoffBaseMs: 100,
+    backoffMaxMs: 1000,
+    handlerTimeoutMs: 3000,
+    leaseMs: 4000,
+    stalledIntervalMs: 1000,
+  },
+  outbound: { leaseMs: 1500, backoffMaxMs: 1000 },
+  relay: FAST_RELAY,
+}
+
 export interface ServiceHarness {
   /** The file's database, made in `beforeAll`. */
   readonly database: TestDatabase

@@ -26,11 +26,43 @@ export function newEvent(eventId: string, source = 'acme'): NewEvent {
   }
 }
 
-/** The row ids of `count` new events of `source` claimed now (PENDING, each its own event id). */
-export async function claimedEventIds(sql: postgres.Sql, count: number, source = 'acme'): Promise<string[]> {
+/**
+ * The row ids of new events of `source` with these ids, claimed now in one statement: PENDING rows
+ * committed without a job, as after a lost enqueue (the relay hands them on).
+ */
+export async function claimRows(
+  sql: postgres.Sql,
+  eventIds: readonly string[],
+  source = 'acme',
+): Promise<string[]> {
   const results = await claimEvents(
     sql,
-    Array.from({ length: count }, () => newEvent(`evt_${randomUUID()}`, source)),
+    eventIds.map((eventId) => newEvent(eventId, source)),
   )
   return results.map((result) => result.id)
+}
+
+/** The row ids of `count` new events of `source` claimed now (PENDING, each its own event id). */
+export async function claimedEventIds(sql: postgres.Sql, count: number, source = 'acme'): Promise<string[]> {
+  return claimRows(
+    sql,
+    Array.from({ length: count }, () => `evt_${randomUUID()}`),
+    source,
+  )
+}
+
+/**
+ * The event row alone of an event received `daysAgo` days ago, in that day's period (its id made
+ * from that time): what retention and the partition keeper see of such an event. Answers its row id.
+ */
+export async function insertAgedEvent(
+  sql: postgres.Sql,
+  event: { eventId: string; status: string; daysAgo: number },
+): Promise<string> {
+  const [row] = await sql<Array<{ id: string }>>`
+    insert into inbound_events (id, source, event_id, payload_hash, headers, status, received_at)
+    values (hookledger_uuid_v7(now() - ${event.daysAgo} * interval '1 day'), 'acme', ${event.eventId},
+            ${'a'.repeat(64)}, '{}', ${event.status}::event_status, now() - ${event.daysAgo} * interval '1 day')
+    returning id`
+  return String(row?.id)
 }
