@@ -204,6 +204,9 @@ describe('relay: a Redis that lost its data', () => {
     const redis = await startRedisServer()
     const logger = createLogger('silent')
     const backend = createBullmqBackend({ url: redis.url, prefix: uniquePrefix(), logger })
+    // Its producer has no offline queue: a command before it connected fails ("Stream isn't
+    // writeable"), as the first storeEmptied below did on a busy host. inspect() waits for it.
+    await backend.inspect()
     const queue = backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions)
     // A database that refuses connections: the resume pass of this relay fails, as one whose
     // process died before it committed never finishes.
