@@ -329,7 +329,8 @@ describe('batched processing', () => {
       } finally {
         destination.release()
       }
-      await expect.poll(() => destination.eventIds().length, { timeout: 15_000 }).toBe(2)
+      // Each request's read of its operation is done once it is in `reach`, not when it arrives.
+      await expect.poll(() => reach.size, { timeout: 15_000 }).toBe(2)
       const [first, second] = destination.eventIds()
       // The first was sent as soon as it was leased; the second's lease was renewed ~0.7 s later.
       expect(reach.get(second ?? '')).toBeGreaterThan((reach.get(first ?? '') ?? 0) + 400)
