@@ -76,7 +76,13 @@ export interface LeasedEvent {
 export type LeaseResult =
   | { kind: 'leased'; row: LeasedEvent }
   | { kind: 'finished'; status: EventStatus }
+  /** Another worker's lease is live until then. */
   | { kind: 'held'; until: Date }
+  /**
+   * Free to lease, but locked by a statement under way: an enqueue mark or the relay's check of
+   * the row, or another worker's lease committing this moment. A look a moment later decides.
+   */
+  | { kind: 'locked' }
   | { kind: 'missing' }
 
 /**
@@ -211,8 +217,10 @@ export async function leaseEvents(
     const current = byId.get(request.id)
     if (current === undefined) return { kind: 'missing' }
     if (current.status === 'processing' || current.status === 'pending') {
-      // Held by another worker (or locked by one that is taking it right now): look again later.
+      // Held by another worker: look again once its lease runs out. A row no live lease holds was
+      // skipped as locked.
       const until = current.lease_until === null ? 0 : new Date(current.lease_until).getTime()
+      if (until <= Date.now()) return { kind: 'locked' }
       return { kind: 'held', until: new Date(Math.max(until, Date.now() + 1000)) }
     }
     return { kind: 'finished', status: current.status }

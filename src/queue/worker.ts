@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
 import type { ConfigFile } from '../config/config.js'
 import { createBatcher } from '../db/batcher.js'
 import type { ClaimLease } from '../db/claims.js'
@@ -51,6 +52,16 @@ const LATER_JOB_DEADLINE_MS = 2000
 
 /** Waits after an infrastructure error (Postgres down while leasing, say) before a row's next try. */
 const INFRASTRUCTURE_RETRY_MS = 1000
+
+/**
+ * How often, and how far apart, a row found locked by a statement under way (LeaseResult `locked`)
+ * is leased again before it goes to a job of its own a second later. The enqueue mark after a
+ * relay's or an api's add locks its rows for the few ms of its UPDATE; a lease that met it used to
+ * send each such row to a job of its own a second later, out of its batch: behind a worker running
+ * one job at a time, a row then waited for the whole batch (`test/queue/batching.test.ts`).
+ */
+const LOCKED_RETRIES = 10
+const LOCKED_RETRY_MS = 100
 
 /**
  * PENDING → PROCESSING → DONE, or back to PENDING with a backoff, or FAILED once the attempts are
@@ -298,8 +309,13 @@ async function processEvent(
     let leased = leasedByClaim
     if (leased === undefined) {
       const token = randomUUID()
-      const leasedAt = Date.now()
-      const lease = await batches.lease.run({ id: eventRowId, token, jobId })
+      let leasedAt = Date.now()
+      let lease = await batches.lease.run({ id: eventRowId, token, jobId })
+      for (let retry = 0; lease.kind === 'locked' && retry < LOCKED_RETRIES; retry += 1) {
+        await sleep(LOCKED_RETRY_MS)
+        leasedAt = Date.now()
+        lease = await batches.lease.run({ id: eventRowId, token, jobId })
+      }
       switch (lease.kind) {
         case 'missing':
           deps.logger.warn({ eventRowId, jobId }, 'job for a row that no longer exists')
@@ -309,6 +325,8 @@ async function processEvent(
         case 'held':
           // Another worker holds a live lease: look again once it runs out.
           return runAgainAt(lease.until.getTime() + 250)
+        case 'locked':
+          return runAgainAt(Date.now() + 1000)
         case 'leased':
           leased = { row: lease.row, token, leasedAt }
           break

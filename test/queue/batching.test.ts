@@ -96,11 +96,16 @@ function holdFirstHandler() {
 
 /**
  * The events committed without a job (the relay hands them on in one), and a worker running one
- * handler at a time under FAST_WORKER's 3 s lease and 2 s deadline: a row that waits over 0.5 s for
- * its slot is renewed.
+ * handler (and one job) at a time under FAST_WORKER's 3 s lease and 2 s deadline: a row that waits
+ * over 0.5 s for its slot is renewed.
  */
 async function startOneAtATime(events: string[], handler: EventHandler | { forwardTo: string }) {
   await claimRows(harness.database.sql, events)
+  await startWorkerOneAtATime(handler)
+}
+
+/** startOneAtATime's worker, on rows committed already. */
+async function startWorkerOneAtATime(handler: EventHandler | { forwardTo: string }) {
   await harness.start({
     config: testConfig(
       {
@@ -307,6 +312,55 @@ describe('batched processing', () => {
       ])
     } finally {
       destination.release()
+      await destination.sink.close()
+    }
+  })
+
+  it('rows locked for a moment as the worker leases them (an enqueue mark waiting) are leased in their job once free', async () => {
+    const prefix = 'evt_batch_locked_'
+    const events = ids(prefix, 3)
+    const destination = await holdFirstRequest()
+    const { opened: unlocked, open: unlock } = gate()
+    let lockHolder: Promise<unknown> | undefined
+    try {
+      await claimRows(harness.database.sql, events)
+      // The relay's enqueue mark (an UPDATE of the three rows) waits on this lock holding the other
+      // two, so the worker's lease finds all three locked: not held by any lease, not free either.
+      await new Promise<void>((locked) => {
+        lockHolder = harness.database.sql.begin(async (tx) => {
+          await tx`select id from inbound_events where event_id = ${events[2] ?? ''} for update`
+          locked()
+          await unlocked
+        })
+      })
+      await startWorkerOneAtATime({ forwardTo: destination.sink.url })
+      await expect
+        .poll(
+          async () =>
+            (
+              await harness.database.sql<{ waiting: number }[]>`
+                select count(*)::int as waiting from pg_stat_activity
+                where datname = current_database() and wait_event_type = 'Lock'`
+            )[0]?.waiting,
+          { timeout: 10_000 },
+        )
+        .toBeGreaterThan(0)
+      unlock()
+      await lockHolder
+      // The first in its handler (its request held), the other two leased behind it: all three
+      // leased by their job's lease looking again. Sent each to a job of its own instead, one at a
+      // time as this worker runs jobs, no two of them would be leased while the first is held.
+      await expect.poll(() => processing(prefix), { timeout: 10_000 }).toBe(3)
+    } finally {
+      unlock()
+      destination.release()
+    }
+    try {
+      await expect
+        .poll(async () => (await statuses(prefix)).every((row) => row.status === 'done'), { timeout: 15_000 })
+        .toBe(true)
+      expect(destination.eventIds().sort()).toEqual(events)
+    } finally {
       await destination.sink.close()
     }
   })
