@@ -80,7 +80,8 @@ export type LeaseResult =
   | { kind: 'held'; until: Date }
   /**
    * Free to lease, but locked by a statement under way: an enqueue mark or the relay's check of
-   * the row, or another worker's lease committing this moment. A look a moment later decides.
+   * the row, another worker's lease committing this moment, or (rarely, and for longer) a code
+   * handler's transaction still running past its lease. A look a moment later decides.
    */
   | { kind: 'locked' }
   | { kind: 'missing' }
