@@ -354,9 +354,21 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
       [...answers.keys()].filter((status) => status !== 200 && status !== 503),
       `${JSON.stringify([...answers])}\n${running.output().slice(-3000)}`,
     ).toEqual([])
-    await expect
-      .poll(() => notDoneYet(database.sql, accepted), { timeout: 60_000, interval: 500 })
-      .toEqual([])
+    try {
+      await expect
+        .poll(() => notDoneYet(database.sql, accepted), { timeout: 60_000, interval: 500 })
+        .toEqual([])
+    } catch (error) {
+      // Where the rows stopped, and what the process said (warn and above) while they did.
+      const stuck = await database.sql`
+        select status::text, attempts, enqueued_at is not null as enqueued, job_id,
+               lease_until > now() as lease_live, left(last_error, 200) as last_error, count(*)::int as rows
+        from inbound_events where event_id = any(${accepted}) and status <> 'done'
+        group by 1, 2, 3, 4, 5, 6 order by rows desc limit 20`
+      throw new Error(
+        `${(error as Error).message}\nrows not DONE: ${JSON.stringify(stuck)}\n${running.output().slice(-6000)}`,
+      )
+    }
     await sleep(1000)
     expect(accepted.filter((eventId) => forwardsOf(forwards, eventId) !== 1)).toEqual([])
     console.info(
