@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type Ledger, openLedger } from '../../src/db/client.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { gate } from '../support/gate.js'
+import { holdInTransaction } from '../support/gate.js'
 
 // A statement that waits on a lock (a row another transaction updates, a table an operator locked)
 // keeps its connection for as long as the lock is held. The driver as published then sent the next
@@ -22,21 +22,8 @@ afterAll(async () => {
 })
 
 /** Holds an exclusive lock on lock_probe until the returned release is called. */
-async function holdLock(): Promise<() => Promise<void>> {
-  const { opened: released, open: release } = gate()
-  let holder: Promise<unknown> | undefined
-  await new Promise<void>((locked) => {
-    holder = database.sql.begin(async (tx) => {
-      await tx`lock table lock_probe in access exclusive mode`
-      locked()
-      await released
-    })
-  })
-  return async () => {
-    release()
-    await holder
-  }
-}
+const holdLock = () =>
+  holdInTransaction(database.sql, (tx) => tx`lock table lock_probe in access exclusive mode`)
 
 const waitingOnLocks = async () => {
   const [row] = await database.sql<{ n: number }[]>`

@@ -7,7 +7,7 @@ import type { EventHandler } from '../../src/outbound/event-handler.js'
 import { INBOUND_QUEUE, type ProcessEventData } from '../../src/queue/jobs.js'
 import { startService } from '../../src/service/service.js'
 import { testRedisUrl } from '../support/env.js'
-import { gate } from '../support/gate.js'
+import { gate, holdInTransaction } from '../support/gate.js'
 import { FAST_RELAY, FAST_WORKER, serviceHarness } from '../support/service.js'
 import { signedHeaders } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
@@ -320,19 +320,15 @@ describe('batched processing', () => {
     const prefix = 'evt_batch_locked_'
     const events = ids(prefix, 3)
     const destination = await holdFirstRequest()
-    const { opened: unlocked, open: unlock } = gate()
-    let lockHolder: Promise<unknown> | undefined
+    let unlock = async () => {}
     try {
       await claimRows(harness.database.sql, events)
       // The relay's enqueue mark (an UPDATE of the three rows) waits on this lock holding the other
       // two, so the worker's lease finds all three locked: not held by any lease, not free either.
-      await new Promise<void>((locked) => {
-        lockHolder = harness.database.sql.begin(async (tx) => {
-          await tx`select id from inbound_events where event_id = ${events[2] ?? ''} for update`
-          locked()
-          await unlocked
-        })
-      })
+      unlock = await holdInTransaction(
+        harness.database.sql,
+        (tx) => tx`select id from inbound_events where event_id = ${events[2] ?? ''} for update`,
+      )
       await startWorkerOneAtATime({ forwardTo: destination.sink.url })
       await expect
         .poll(
@@ -345,14 +341,13 @@ describe('batched processing', () => {
           { timeout: 10_000 },
         )
         .toBeGreaterThan(0)
-      unlock()
-      await lockHolder
+      await unlock()
       // The first in its handler (its request held), the other two leased behind it: all three
       // leased by their job's lease looking again. Sent each to a job of its own instead, one at a
       // time as this worker runs jobs, no two of them would be leased while the first is held.
       await expect.poll(() => processing(prefix), { timeout: 10_000 }).toBe(3)
     } finally {
-      unlock()
+      await unlock()
       destination.release()
     }
     try {
@@ -397,17 +392,12 @@ describe('batched processing', () => {
   it("a forward's handler slot is freed once its call succeeded; forwards whose DONE commits still count as leased", async () => {
     const events = ids('evt_batch_freed_', 5)
     const sink = await startSink(() => ({ status: 200, body: 'ok' }))
-    const { opened: unlocked, open: unlock } = gate()
     // Every DONE writes an attempt row: while this lock is held, no DONE can commit. Leases, claims
     // and the forwards themselves write no attempt row.
-    let lockHolder: Promise<unknown> | undefined
-    await new Promise<void>((locked) => {
-      lockHolder = harness.database.sql.begin(async (tx) => {
-        await tx`lock table event_attempts in share mode`
-        locked()
-        await unlocked
-      })
-    })
+    const unlock = await holdInTransaction(
+      harness.database.sql,
+      (tx) => tx`lock table event_attempts in share mode`,
+    )
     try {
       await startOneAtATime(events, { forwardTo: sink.url })
       // One handler at a time, yet three events are sent while none is DONE: each freed its slot as
@@ -417,8 +407,7 @@ describe('batched processing', () => {
       expect(sink.received).toHaveLength(3)
       expect(await processing('evt_batch_freed_')).toBe(3)
     } finally {
-      unlock()
-      await lockHolder
+      await unlock()
     }
     try {
       await expect
