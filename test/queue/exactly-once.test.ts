@@ -103,6 +103,60 @@ describe('exactly once under duplicates', () => {
     await queue.close()
     connection.disconnect()
   })
+  it("a code handler's transaction that outlives its lease is not overtaken: a second job runs the handler only after it ended", async () => {
+    // The handler ignores its deadline inside a statement: the worker gives the attempt up at 500 ms,
+    // but its transaction, and the row lock it took with the lease's token, last until the statement
+    // ends, long after the 1 s lease. A second job for the row meanwhile must not run the handler.
+    const SLEEP_S = 2.5
+    const runs: Array<{ started: number; ended?: number }> = []
+    const handler: EventHandler = async ({ eventId, tx }) => {
+      const run: { started: number; ended?: number } = { started: Date.now() }
+      runs.push(run)
+      if (runs.length === 1) {
+        await tx.execute(sql`select pg_sleep(${SLEEP_S})`)
+        run.ended = Date.now()
+        return
+      }
+      await tx.execute(sql`insert into handler_effects (event_id) values (${eventId})`)
+      run.ended = Date.now()
+    }
+    const running = await harness.start({
+      config: testConfig(
+        { worker: { ...FAST_WORKER, handlerTimeoutMs: 500, leaseMs: 1000 }, relay: FAST_RELAY },
+        { handler: undefined },
+      ),
+      handlers: { acme: handler },
+    })
+    const body = JSON.stringify({ type: 'slow.statement' })
+    const response = await fetch(`${running.url}/webhooks/acme`, {
+      method: 'POST',
+      body,
+      headers: signedHeaders(body, { id: 'evt_outlived_lease' }),
+    })
+    const { id } = (await response.json()) as { id: string }
+    await expect.poll(() => runs.length, { timeout: 10_000 }).toBe(1)
+    const [first] = runs
+    // Past the lease, with the first transaction still open: a second job, as a relay's recovery of
+    // a row whose lease ran out would add.
+    await new Promise((resolve) => setTimeout(resolve, 1300))
+    const [row] = await harness.database.sql<Array<{ expired: boolean }>>`
+      select lease_until < now() as expired from inbound_events where id = ${id}`
+    expect(row?.expired).toBe(true)
+    const connection = new Redis(testRedisUrl(), { maxRetriesPerRequest: null })
+    const queue = new Queue(INBOUND_QUEUE, { connection, prefix: running.service.queuePrefix })
+    await queue.add(PROCESS_EVENT, { eventRowIds: [id] }, { jobId: `${processEventJobId(id)}-overtake` })
+
+    await expect.poll(async () => status(id), { timeout: 15_000 }).toBe('done')
+    expect(runs).toHaveLength(2)
+    const [, second] = runs
+    expect(first?.ended, 'the row went DONE while the first run was still in its statement').toBeDefined()
+    // The second run started only once the first one's statement was over (its transaction then
+    // rolled back: the attempt had timed out), never beside it.
+    expect(second?.started).toBeGreaterThanOrEqual(first?.ended ?? Number.POSITIVE_INFINITY)
+    expect(await effects('evt_outlived_lease')).toBe(1)
+    await queue.close()
+    connection.disconnect()
+  })
 })
 
 describe('relay', () => {
