@@ -20,13 +20,20 @@ function after(cursor: RelayCursor | undefined) {
 
 const ago = (ms: number) => sql`now() - ${`${ms} milliseconds`}::interval`
 
-/** PENDING rows committed more than `graceMs` ago whose job was never confirmed in the queue. */
+/**
+ * PENDING rows committed more than `graceMs` ago whose job was never confirmed in the queue, or whose
+ * job mark was cleared since (a replay, a route re-enabled): those have the job they had recorded.
+ */
 export async function unqueuedEventsAfter(
   db: Database,
   options: { graceMs: number; after: RelayCursor | undefined; limit: number },
-): Promise<RelayCursor[]> {
+): Promise<Array<RelayCursor & { jobId: string | null }>> {
   return db
-    .select({ id: inboundEvents.id, receivedAt: sql<string>`${inboundEvents.receivedAt}::text` })
+    .select({
+      id: inboundEvents.id,
+      receivedAt: sql<string>`${inboundEvents.receivedAt}::text`,
+      jobId: inboundEvents.jobId,
+    })
     .from(inboundEvents)
     .where(
       and(

@@ -28,11 +28,12 @@ export interface Enqueuer {
    */
   add(eventRowIds: readonly string[]): Promise<void>
   /**
-   * Adds jobs again for rows that must run again (a lost job, a replay), together as `add` does, and
-   * records each row's new job. A row with a live job (waiting, delayed, active), its own or the one
-   * recorded on it (`jobId`), keeps that job, which will find the row PENDING. A finished job kept
-   * under a row's own id is removed first: BullMQ silently ignores an add under an id it holds.
-   * Returns how many rows got a new job; throws like `add`.
+   * Adds jobs again for rows that must run now (a lost job, a replay, a route re-enabled), together
+   * as `add` does, and records each row's new job. A row with a live job, its own or the one recorded
+   * on it (`jobId`), keeps that job, which will find the row PENDING, unless the live one is its own
+   * job waiting out a delay: that one is removed and added again, undelayed. A finished job kept under
+   * a row's own id is removed first too: BullMQ silently ignores an add under an id it holds. Returns
+   * how many rows got a new job; throws like `add`.
    */
   requeue(rows: readonly RequeuedRow[]): Promise<number>
   /** Waits for adds already under way, and makes their enqueue marks now (shutdown). */
@@ -146,14 +147,18 @@ export function createEnqueuer(deps: {
       return state === undefined || finished(state)
     })
     const ownStates = await Promise.all(unheld.map((row) => stateOf(processEventJobId(row.id))))
-    const readd = unheld.filter((_, index) => finished(ownStates[index] ?? 'unknown'))
+    // The row's own job kept finished, or waiting out a delay, is removed and added again now. A
+    // delayed one promoted meanwhile is not removed (a running one cannot be): the add under its id
+    // is then ignored, and that job runs the row now anyway.
+    const replaced = (state: JobState) => state === 'completed' || state === 'failed' || state === 'delayed'
+    const readd = unheld.filter((_, index) => {
+      const state = ownStates[index] ?? 'unknown'
+      return state === 'unknown' || replaced(state)
+    })
     await Promise.all(
-      unheld.flatMap((row, index) => {
-        const state = ownStates[index]
-        return state === 'completed' || state === 'failed'
-          ? [deps.queue.remove(processEventJobId(row.id))]
-          : []
-      }),
+      unheld.flatMap((row, index) =>
+        replaced(ownStates[index] ?? 'unknown') ? [deps.queue.remove(processEventJobId(row.id))] : [],
+      ),
     )
     const ids = readd.map((row) => row.id)
     try {

@@ -149,8 +149,13 @@ async function enqueueUnqueued(deps: RelayDependencies, stopping: () => boolean)
       after: cursor,
       limit: CHUNK,
     })
-    if (rows.length > 0) await deps.enqueuer.add(rows.map((row) => row.id))
-    total += rows.length
+    // A row that had a job before may still have it, waiting out a delay (a paused delivery whose
+    // route was re-enabled) or kept finished under the row's own id (a replay): requeue makes either
+    // run now, where an add under that id would be ignored. A row never enqueued needs only the add.
+    const fresh = rows.filter((row) => row.jobId === null).map((row) => row.id)
+    const again = rows.filter((row) => row.jobId !== null)
+    if (fresh.length > 0) await deps.enqueuer.add(fresh)
+    total += fresh.length + (again.length > 0 ? await deps.enqueuer.requeue(again) : 0)
     const last = rows.at(-1)
     if (last === undefined || rows.length < CHUNK) break
     cursor = { receivedAt: last.receivedAt, id: last.id }
