@@ -284,7 +284,7 @@ README's [Environment](../README.md#environment) table.
   route (\`sources[].handler{type=forward}.circuitBreaker\`).
 - **A destination that answers 410 Gone disables its route** until a person re-enables it; its
   deliveries are paused, never FAILED, and look again every
-  ${humanMs(defaults.delivery.pausedRecheckMs)} (\`delivery.pausedRecheckMs\`).
+  ${humanMs(defaults.delivery.pausedRecheckMs)} (\`delivery.pausedRecheckMs\`). Re-enabling the route resumes them at once.
 
 ## Every option
 

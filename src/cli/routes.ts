@@ -1,5 +1,5 @@
 import { openLedger } from '../db/client.js'
-import { enableRoute, listDisabledRoutes } from '../db/event-routes.js'
+import { enableRoute, listDisabledRoutes, resumedText } from '../db/event-routes.js'
 import { CliError, parseCommandLine, usageError } from './errors.js'
 
 export const ROUTES_USAGE = `  hookledger routes disabled                                 routes a 410 Gone disabled, and why
@@ -26,10 +26,9 @@ export async function routesCommand(args: string[], databaseUrl: string, out: (t
         if (source === undefined || route === undefined || positionals.length !== 2) {
           throw usageError('routes enable needs a SOURCE and a ROUTE id')
         }
-        if (!(await enableRoute(ledger.sql, source, route))) {
-          throw new CliError(`route ${source}/${route} is not disabled`)
-        }
-        out(`${source}/${route} enabled: its paused deliveries go out at their next recheck`)
+        const enabled = await enableRoute(ledger.sql, source, route)
+        if (enabled === undefined) throw new CliError(`route ${source}/${route} is not disabled`)
+        out(`${source}/${route} enabled: ${resumedText(enabled.resumed)}`)
         return 0
       }
       default:

@@ -118,7 +118,11 @@ export const retentionSchema = z
 
 export const deliverySchema = z
   .object({
-    /** How often a delivery to a route disabled by a 410 Gone looks whether it was re-enabled. */
+    /**
+     * How often a delivery to a route disabled by a 410 Gone looks whether it was re-enabled.
+     * Re-enabling a route resumes its paused deliveries at once; this bounds the wait of one left to
+     * its recheck (leased at that very moment).
+     */
     pausedRecheckMs: z.number().int().min(100).max(3_600_000).default(30_000),
     /** How often an event held back by its ordering key looks whether the one before it is done. */
     orderingRecheckMs: z.number().int().min(50).max(600_000).default(1000),

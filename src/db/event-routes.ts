@@ -3,6 +3,13 @@ import type postgres from 'postgres'
 import type { Database, Transaction } from './client.js'
 import { eventRoutes, type RouteDeliveryStatus } from './schema.js'
 
+/**
+ * The route id of a source's own forward (`handler: { type: 'forward' }`): its destination is
+ * `<source>/forward` on /metrics, in alerts and on /admin/routes, and `hookledger routes enable
+ * <source> forward` re-enables it after a 410 Gone.
+ */
+export const SOURCE_FORWARD_ROUTE = 'forward'
+
 /** What one attempt at one route came to, as the admin page shows it. */
 export interface RouteOutcome {
   routeId: string
@@ -53,13 +60,43 @@ export async function disableRoute(
 }
 
 /**
- * Re-enables a route. Its paused deliveries go out at their next recheck (`delivery.pausedRecheckMs`).
- * False when the route was not disabled.
+ * Re-enables a route and, in the same transaction, makes its paused deliveries due now: their job
+ * marks are cleared, so the relay's next pass (`relay.intervalMs`) hands them to the queue at once
+ * instead of their recheck (`delivery.pausedRecheckMs`) later. A route's paused deliveries are the
+ * PENDING events with a `paused` row for it; a source's own forward keeps no route rows, so for
+ * `forward` they are the source's PENDING events without route rows whose retry is still to come.
+ * A row locked at that moment (being leased) is skipped and waits for its recheck. Undefined when
+ * the route was not disabled; else how many deliveries were resumed.
  */
-export async function enableRoute(client: postgres.Sql, source: string, routeId: string): Promise<boolean> {
-  const rows = await client`
-    delete from disabled_routes where source = ${source} and route_id = ${routeId} returning route_id`
-  return rows.length === 1
+export async function enableRoute(
+  client: postgres.Sql,
+  source: string,
+  routeId: string,
+): Promise<{ resumed: number } | undefined> {
+  const [row] = await client<Array<{ enabled: number; resumed: number }>>`
+    with enabled as (
+      delete from disabled_routes where source = ${source} and route_id = ${routeId} returning route_id),
+    paused as (
+      select e.id from inbound_events e
+      where exists (select 1 from enabled)
+        and e.source = ${source} and e.status = 'pending' and e.next_attempt_at > now()
+        and (exists (select 1 from event_routes r
+                     where r.event_row_id = e.id and r.route_id = ${routeId} and r.status = 'paused')
+             or (${routeId} = ${SOURCE_FORWARD_ROUTE}
+                 and not exists (select 1 from event_routes r where r.event_row_id = e.id)))
+      for update of e skip locked),
+    resumed as (
+      update inbound_events e set enqueued_at = null, next_attempt_at = null, updated_at = now()
+      from paused where e.id = paused.id
+      returning e.id)
+    select (select count(*) from enabled)::int as enabled, (select count(*) from resumed)::int as resumed`
+  return row === undefined || row.enabled === 0 ? undefined : { resumed: row.resumed }
+}
+
+/** What re-enabling a route did to its paused deliveries, as the CLI and the admin page say it. */
+export function resumedText(resumed: number): string {
+  if (resumed === 0) return 'no paused deliveries were waiting'
+  return `${resumed} paused ${resumed === 1 ? 'delivery goes' : 'deliveries go'} out now`
 }
 
 export interface DisabledRoute {

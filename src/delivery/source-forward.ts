@@ -1,17 +1,11 @@
 import type { SourceConfig } from '../config/config.js'
 import type { RouteConfig } from '../config/routes.js'
+import { SOURCE_FORWARD_ROUTE } from '../db/event-routes.js'
 import { eventRunOf } from '../outbound/event-handler.js'
 import { HandlerError, RetryLaterError, type SourceHandler } from '../queue/handler.js'
 import { deliverForward, type ForwardRoute } from './deliver-forward.js'
 import { destinationFor, type FanOutDependencies } from './fan-out.js'
 import { attemptFacts, FORWARD_STEP } from './forward.js'
-
-/**
- * The route id of a source's own forward (`handler: { type: 'forward' }`): its destination is
- * `<source>/forward` on /metrics, in alerts and on /admin/routes, and `hookledger routes enable
- * <source> forward` re-enables it after a 410 Gone.
- */
-export const SOURCE_FORWARD_ROUTE = 'forward'
 
 /** The routes a source delivers through: its `routes`, or its own forward as its one route. */
 export function deliveryRoutesOf(source: SourceConfig): readonly RouteConfig[] {

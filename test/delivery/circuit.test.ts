@@ -10,7 +10,7 @@ import {
   statusCounts,
   useDeliveryTest,
 } from '../support/delivery.js'
-import { FAST_RELAY, FAST_WORKER } from '../support/service.js'
+import { FAST_RELAY, FAST_WORKER, startTestService } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 
@@ -144,6 +144,42 @@ describe('410 Gone', () => {
     await expect(
       run(process.execPath, ['bin/hookledger.js', 'routes', 'enable', 'gone', 'old'], { env }),
     ).rejects.toMatchObject({ stderr: expect.stringContaining('route gone/old is not disabled') })
+  }, 60_000)
+
+  it('re-enabling resumes a paused delivery at once, not at its recheck a minute later', async () => {
+    // An api process and a worker process, and one event: the api gives the row a job of its own id,
+    // which the worker moves to the delayed set for the recheck, and an add under that id would be
+    // ignored (rows resumed together go out in a job of a fresh id either way).
+    let gone = true
+    const destination = await startSink(() => ({ status: gone ? 410 : 200 }))
+    t.closeAfter(destination.close)
+    const resumeConfig = config('resume', [{ id: 'crm', forward: { url: destination.url } }], {
+      delivery: { pausedRecheckMs: 60_000 },
+    })
+    const service = await t.start({ role: 'api', config: resumeConfig })
+    const worker = await startTestService({ role: 'worker', config: resumeConfig, database: t.database })
+    t.closeAfter(worker.close)
+    await deliverEvent(service.url, 'resume', 'evt_resume')
+    await expect
+      .poll(
+        () => t.database.sql`
+          select r.status::text, e.next_attempt_at > now() + interval '30 seconds' as later
+          from event_routes r join inbound_events e on e.id = r.event_row_id
+          where e.source = 'resume' and e.status = 'pending'`,
+        { timeout: 15_000 },
+      )
+      .toEqual([{ status: 'paused', later: true }])
+    expect(destination.received).toHaveLength(1)
+
+    gone = false
+    const env = { ...process.env, DATABASE_URL: t.database.url, LOG_LEVEL: 'silent' }
+    const enabled = await run(process.execPath, ['bin/hookledger.js', 'routes', 'enable', 'resume', 'crm'], {
+      env,
+    })
+    expect(enabled.stdout).toContain('resume/crm enabled: 1 paused delivery goes out now')
+    // Well inside the minute the paused delivery waits for its recheck.
+    await expect.poll(() => statuses('resume'), { timeout: 15_000 }).toEqual({ done: 1 })
+    expect(destination.received).toHaveLength(2)
   }, 60_000)
 
   it('re-enables from the admin page', async () => {

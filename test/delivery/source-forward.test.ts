@@ -165,6 +165,54 @@ describe('a source forward (handler: forward) is its one route', () => {
     expect(destination.received).toHaveLength(3)
   }, 60_000)
 
+  it('re-enabled on the admin page, its paused event goes out at once, on the in-process queue too', async () => {
+    let gone = true
+    const destination = await startSink(() => ({ status: gone ? 410 : 200 }))
+    t.closeAfter(destination.close)
+    const service = await t.start({
+      env: { ADMIN_TOKEN },
+      inProcessQueue: true,
+      config: config('back', { url: destination.url }, { delivery: { pausedRecheckMs: 60_000 } }),
+    })
+    const url = service.url
+    await deliverEvent(url, 'back', 'evt_back_0')
+    await expect
+      .poll(() => t.database.sql`select route_id from disabled_routes where source = 'back'`, {
+        timeout: 15_000,
+      })
+      .toEqual([{ route_id: 'forward' }])
+    // Paused: PENDING with its recheck a minute away.
+    await expect
+      .poll(
+        async () =>
+          (
+            await t.database.sql<Array<{ n: number }>>`
+              select count(*)::int as n from inbound_events
+              where source = 'back' and status = 'pending' and next_attempt_at > now() + interval '30 seconds'`
+          )[0]?.n,
+        { timeout: 15_000 },
+      )
+      .toBe(1)
+
+    gone = false
+    const cookie = await adminCookie(url, ADMIN_TOKEN)
+    const html = await (await fetch(`${url}/admin/routes`, { headers: { cookie } })).text()
+    const csrf = /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? ''
+    const enable = await fetch(`${url}/admin/routes/back/forward/enable`, {
+      method: 'POST',
+      redirect: 'manual',
+      body: new URLSearchParams({ _csrf: csrf }),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: url, cookie },
+    })
+    expect(enable.status).toBe(303)
+    const page = await (
+      await fetch(`${url}${enable.headers.get('location')}`, { headers: { cookie } })
+    ).text()
+    expect(page).toContain('back/forward enabled: 1 paused delivery goes out now.')
+    await expect.poll(() => statuses('back'), { timeout: 15_000 }).toEqual({ done: 1 })
+    expect(destination.received).toHaveLength(2)
+  }, 60_000)
+
   it('takes over the operation an earlier version claimed under <source>:<event id>:forward', async () => {
     const destination = await startSink(() => ({ status: 200 }))
     t.closeAfter(destination.close)

@@ -3,7 +3,7 @@ import type { FC } from 'hono/jsx'
 import type { Config } from '../../config/config.js'
 import type { RouteConfig } from '../../config/routes.js'
 import type { Database } from '../../db/client.js'
-import { enableRoute, listDisabledRoutes } from '../../db/event-routes.js'
+import { enableRoute, listDisabledRoutes, resumedText } from '../../db/event-routes.js'
 import { unstorableText } from '../../db/text.js'
 import type { CircuitView } from '../../delivery/guard.js'
 import { deliveryRoutesOf } from '../../delivery/source-forward.js'
@@ -51,6 +51,7 @@ export function deliveryRoutes(deps: DeliveryRouteDependencies) {
         ),
       )
       const notice = c.req.query('enabled')
+      const resumed = Number(c.req.query('resumed'))
       return c.html(
         <RoutesPage
           page={{
@@ -62,7 +63,7 @@ export function deliveryRoutes(deps: DeliveryRouteDependencies) {
                 ? undefined
                 : {
                     kind: 'ok',
-                    text: `${notice} enabled: its paused deliveries go out at their next recheck.`,
+                    text: `${notice} enabled: ${Number.isSafeInteger(resumed) && resumed >= 0 ? resumedText(resumed) : 'its paused deliveries go out now'}.`,
                   },
           }}
           rows={rows}
@@ -82,7 +83,8 @@ export function deliveryRoutes(deps: DeliveryRouteDependencies) {
           400,
         )
       }
-      if (!(await enableRoute(deps.db.$client, source, route))) {
+      const enabled = await enableRoute(deps.db.$client, source, route)
+      if (enabled === undefined) {
         return c.html(
           <MessagePage
             props={{
@@ -95,8 +97,11 @@ export function deliveryRoutes(deps: DeliveryRouteDependencies) {
           409,
         )
       }
-      deps.logger.info({ source, route, by: user.name }, 'route re-enabled')
-      return c.redirect(`/admin/routes?enabled=${encodeURIComponent(`${source}/${route}`)}`, 303)
+      deps.logger.info({ source, route, by: user.name, resumed: enabled.resumed }, 'route re-enabled')
+      return c.redirect(
+        `/admin/routes?enabled=${encodeURIComponent(`${source}/${route}`)}&resumed=${enabled.resumed}`,
+        303,
+      )
     })
 }
 
