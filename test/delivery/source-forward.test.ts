@@ -165,34 +165,42 @@ describe('a source forward (handler: forward) is its one route', () => {
     expect(destination.received).toHaveLength(3)
   }, 60_000)
 
-  it('re-enabled on the admin page, its paused event goes out at once, on the in-process queue too', async () => {
+  it('re-enabled on the admin page, its paused events go out at once, one in backoff too, on the in-process queue', async () => {
+    // One event fails with a 503 and waits out a minute's backoff; the next one's 410 disables the
+    // route and pauses it for a minute. Re-enabling the source's forward resumes both.
     let gone = true
-    const destination = await startSink(() => ({ status: gone ? 410 : 200 }))
+    const destination = await startSink(({ body }) => ({
+      status: gone ? (body.includes('evt_back_retry') ? 503 : 410) : 200,
+    }))
     t.closeAfter(destination.close)
     const service = await t.start({
       env: { ADMIN_TOKEN },
       inProcessQueue: true,
-      config: config('back', { url: destination.url }, { delivery: { pausedRecheckMs: 60_000 } }),
+      config: config(
+        'back',
+        { url: destination.url },
+        {
+          delivery: { pausedRecheckMs: 60_000 },
+          worker: { ...FAST_WORKER, maxAttempts: 8, backoffBaseMs: 60_000, backoffMaxMs: 60_000 },
+        },
+      ),
     })
     const url = service.url
+    const waitingAMinute = async () =>
+      (
+        await t.database.sql<Array<{ n: number }>>`
+          select count(*)::int as n from inbound_events
+          where source = 'back' and status = 'pending' and next_attempt_at > now() + interval '30 seconds'`
+      )[0]?.n
+    await deliverEvent(url, 'back', 'evt_back_retry')
+    await expect.poll(waitingAMinute, { timeout: 15_000 }).toBe(1)
     await deliverEvent(url, 'back', 'evt_back_0')
     await expect
       .poll(() => t.database.sql`select route_id from disabled_routes where source = 'back'`, {
         timeout: 15_000,
       })
       .toEqual([{ route_id: 'forward' }])
-    // Paused: PENDING with its recheck a minute away.
-    await expect
-      .poll(
-        async () =>
-          (
-            await t.database.sql<Array<{ n: number }>>`
-              select count(*)::int as n from inbound_events
-              where source = 'back' and status = 'pending' and next_attempt_at > now() + interval '30 seconds'`
-          )[0]?.n,
-        { timeout: 15_000 },
-      )
-      .toBe(1)
+    await expect.poll(waitingAMinute, { timeout: 15_000 }).toBe(2)
 
     gone = false
     const cookie = await adminCookie(url, ADMIN_TOKEN)
@@ -208,9 +216,9 @@ describe('a source forward (handler: forward) is its one route', () => {
     const page = await (
       await fetch(`${url}${enable.headers.get('location')}`, { headers: { cookie } })
     ).text()
-    expect(page).toContain('back/forward enabled: 1 paused delivery goes out now.')
-    await expect.poll(() => statuses('back'), { timeout: 15_000 }).toEqual({ done: 1 })
-    expect(destination.received).toHaveLength(2)
+    expect(page).toContain('back/forward enabled: 2 paused deliveries go out now.')
+    await expect.poll(() => statuses('back'), { timeout: 15_000 }).toEqual({ done: 2 })
+    expect(destination.received).toHaveLength(4)
   }, 60_000)
 
   it('takes over the operation an earlier version claimed under <source>:<event id>:forward', async () => {
