@@ -6,6 +6,7 @@ import { buildConfig } from '../../src/service/config.js'
 import {
   adminCookie,
   deliverEvent,
+  enableOnAdminPage,
   metricLine as metric,
   statusCounts,
   useDeliveryTest,
@@ -190,20 +191,9 @@ describe('410 Gone', () => {
       config: config('gone2', [{ id: 'old', forward: { url: 'http://127.0.0.1:9/unused' } }]),
     })
     const url = service.url
-    const cookie = await adminCookie(url, ADMIN_TOKEN)
-    const html = await (await fetch(`${url}/admin/routes`, { headers: { cookie } })).text()
-    const csrf = /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? ''
-    const enable = await fetch(`${url}/admin/routes/gone2/old/enable`, {
-      method: 'POST',
-      redirect: 'manual',
-      body: new URLSearchParams({ _csrf: csrf }),
-      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: url, cookie },
-    })
-    expect(enable.status).toBe(303)
+    const enabled = await enableOnAdminPage(url, await adminCookie(url, ADMIN_TOKEN), 'gone2', 'old')
+    expect(enabled.status).toBe(303)
     expect(await t.database.sql`select * from disabled_routes`).toEqual([])
-    const after = await (
-      await fetch(`${url}${enable.headers.get('location')}`, { headers: { cookie } })
-    ).text()
-    expect(after).toContain('gone2/old enabled')
+    expect(enabled.page).toContain('gone2/old enabled: no paused deliveries were waiting.')
   })
 })

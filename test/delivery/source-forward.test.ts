@@ -11,6 +11,7 @@ import {
   adminCookie,
   busiestWindow,
   deliverEvent,
+  enableOnAdminPage,
   metricLine as metric,
   statusCounts,
   useDeliveryTest,
@@ -203,20 +204,9 @@ describe('a source forward (handler: forward) is its one route', () => {
     await expect.poll(waitingAMinute, { timeout: 15_000 }).toBe(2)
 
     gone = false
-    const cookie = await adminCookie(url, ADMIN_TOKEN)
-    const html = await (await fetch(`${url}/admin/routes`, { headers: { cookie } })).text()
-    const csrf = /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? ''
-    const enable = await fetch(`${url}/admin/routes/back/forward/enable`, {
-      method: 'POST',
-      redirect: 'manual',
-      body: new URLSearchParams({ _csrf: csrf }),
-      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: url, cookie },
-    })
-    expect(enable.status).toBe(303)
-    const page = await (
-      await fetch(`${url}${enable.headers.get('location')}`, { headers: { cookie } })
-    ).text()
-    expect(page).toContain('back/forward enabled: 2 paused deliveries go out now.')
+    const enabled = await enableOnAdminPage(url, await adminCookie(url, ADMIN_TOKEN), 'back', 'forward')
+    expect(enabled.status).toBe(303)
+    expect(enabled.page).toContain('back/forward enabled: 2 paused deliveries go out now.')
     await expect.poll(() => statuses('back'), { timeout: 15_000 }).toEqual({ done: 2 })
     expect(destination.received).toHaveLength(4)
   }, 60_000)

@@ -79,6 +79,30 @@ export async function adminCookie(url: string, token: string): Promise<string> {
   return (login.headers.get('set-cookie') ?? '').split(';')[0] ?? ''
 }
 
+/**
+ * Presses a disabled route's Enable button on /admin/routes as a logged-in person: the form's POST
+ * with the page's CSRF token. Returns its answer and the page it redirected to (its notice).
+ */
+export async function enableOnAdminPage(
+  url: string,
+  cookie: string,
+  source: string,
+  routeId: string,
+): Promise<{ status: number; page: string }> {
+  const html = await (await fetch(`${url}/admin/routes`, { headers: { cookie } })).text()
+  const csrf = /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? ''
+  const enable = await fetch(`${url}/admin/routes/${source}/${routeId}/enable`, {
+    method: 'POST',
+    redirect: 'manual',
+    body: new URLSearchParams({ _csrf: csrf }),
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: url, cookie },
+  })
+  const location = enable.headers.get('location')
+  const page =
+    location === null ? '' : await (await fetch(`${url}${location}`, { headers: { cookie } })).text()
+  return { status: enable.status, page }
+}
+
 /** The line of `name` (with its labels) on a running service's /metrics, e.g. `name{…} 1`. */
 export async function metricLine(url: string, name: string): Promise<string | undefined> {
   const text = await (await fetch(`${url}/metrics`)).text()
