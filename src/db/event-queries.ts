@@ -1,5 +1,6 @@
 import { and, asc, desc, eq, getTableColumns, gte, lt, type SQL, sql } from 'drizzle-orm'
 import type { Database } from './client.js'
+import { waitsOnDisabledRoute } from './event-routes.js'
 import {
   type EventStatus,
   eventAttempts,
@@ -165,7 +166,7 @@ export async function listEvents(
         origin: inboundEvents.origin,
         // PENDING with 0 attempts looks like a fresh event; one whose route a destination disabled
         // (410 Gone) waits for a person to re-enable it, and the list must say so.
-        paused: sql<boolean>`exists (select 1 from event_routes r where r.event_row_id = ${inboundEvents.id} and r.status = 'paused')`,
+        paused: waitsOnDisabledRoute(sql`${inboundEvents.id}`, sql`${inboundEvents.source}`),
       })
       .from(inboundEvents)
       .where(and(conditions, cursor))

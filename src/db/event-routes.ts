@@ -1,4 +1,4 @@
-import { asc, eq, sql } from 'drizzle-orm'
+import { asc, eq, type SQL, sql } from 'drizzle-orm'
 import type postgres from 'postgres'
 import type { Database, Transaction } from './client.js'
 import { eventRoutes, type RouteDeliveryStatus } from './schema.js'
@@ -9,6 +9,17 @@ import { eventRoutes, type RouteDeliveryStatus } from './schema.js'
  * <source> forward` re-enables it after a 410 Gone.
  */
 export const SOURCE_FORWARD_ROUTE = 'forward'
+
+/**
+ * Whether an event waits behind a route a 410 Gone disabled (for a PENDING event: the admin list's
+ * and overview's `paused`): its row for a route is paused, or its source's own forward, which keeps
+ * no route rows, is disabled. `id` and `source` are the event row's columns in the caller's query.
+ */
+export function waitsOnDisabledRoute(id: SQL, source: SQL): SQL<boolean> {
+  return sql<boolean>`(exists (select 1 from event_routes r where r.event_row_id = ${id} and r.status = 'paused')
+    or (exists (select 1 from disabled_routes d where d.source = ${source} and d.route_id = ${SOURCE_FORWARD_ROUTE})
+        and not exists (select 1 from event_routes r where r.event_row_id = ${id})))`
+}
 
 /** What one attempt at one route came to, as the admin page shows it. */
 export interface RouteOutcome {

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm'
 import type { Database } from './client.js'
+import { waitsOnDisabledRoute } from './event-routes.js'
 import type { EventStatus } from './schema.js'
 
 /** The overview's spans: per-minute buckets for the hour, 15-minute ones for the day. */
@@ -75,9 +76,7 @@ export async function readOverview(
       percentile_cont(0.99) within group (order by extract(epoch from processed_at - received_at) * 1000)
         filter (where processed_at is not null) as p99
     from (
-      select *, status = 'pending' and exists (
-        select 1 from event_routes r where r.event_row_id = inbound_events.id and r.status = 'paused'
-      ) as paused
+      select *, status = 'pending' and ${waitsOnDisabledRoute(sql`inbound_events.id`, sql`inbound_events.source`)} as paused
       from inbound_events where ${where}
     ) as events
     group by grouping sets ((source), ())

@@ -243,4 +243,50 @@ describe('events paused behind a disabled route', () => {
     expect(detail.html).toMatch(/<\/h1><span class="badge b-warn">paused<\/span>/)
     expect(detail.html).toContain('route paused: re-enable it under Routes to send again')
   })
+
+  it("a source's own forward, which keeps no route rows, pauses every PENDING event of its source while disabled", async () => {
+    const waiting = await seedEvent(stack.database.db, {
+      source: 'gone-fwd',
+      eventId: 'fwd-paused-1',
+      status: 'pending',
+      attempts: 1,
+    })
+    await seedEvent(stack.database.db, {
+      source: 'gone-fwd',
+      eventId: 'fwd-done-1',
+      status: 'done',
+      attempts: 1,
+    })
+    await stack.database.db.execute(sql`
+      insert into disabled_routes (source, route_id, reason) values ('gone-fwd', 'forward', 'answered 410 Gone')`)
+    await stack.database.db.insert(operations).values({
+      operationKey: 'gone-fwd:fwd-paused-1:forward',
+      tool: 'forward',
+      effectClass: 'idempotent',
+      payloadHash: 'd'.repeat(64),
+      args: {},
+      status: 'exhausted',
+    })
+
+    const overview = await page('/admin?source=gone-fwd')
+    expect(overview.html).toMatch(/In flight now<\/span><b>0<\/b>/)
+    expect(overview.html).toMatch(/Paused \(route disabled\)<\/span><b>1<\/b>/)
+    const list = await page('/admin/events?source=gone-fwd')
+    const row = (eventId: string) => {
+      const start = list.html.indexOf(eventId)
+      return list.html.slice(start, list.html.indexOf('</tr>', start))
+    }
+    expect(row('fwd-paused-1')).toContain('<span class="badge b-warn">paused</span>')
+    expect(row('fwd-done-1')).not.toContain('paused')
+    const detail = await page(`/admin/events/${waiting}`)
+    expect(detail.html).toMatch(/<\/h1><span class="badge b-warn">paused<\/span>/)
+    expect(detail.html).toContain('route paused: re-enable it under Routes to send again')
+
+    // Re-enabled: pending again, as any event waiting for its worker.
+    await stack.database.db.execute(sql`delete from disabled_routes where source = 'gone-fwd'`)
+    expect((await page('/admin?source=gone-fwd')).html).toMatch(/In flight now<\/span><b>1<\/b>/)
+    expect((await page(`/admin/events/${waiting}`)).html).toMatch(
+      /<\/h1><span class="badge b-info">pending<\/span>/,
+    )
+  })
 })
