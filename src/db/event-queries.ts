@@ -196,7 +196,12 @@ export async function listEvents(
 /** One event with everything a person needs to judge it: the row, its attempts and its replays. */
 export async function findEvent(db: Database, id: string) {
   const [event] = await db
-    .select({ ...getTableColumns(inboundEvents), body: inboundEventPayloads.body })
+    .select({
+      ...getTableColumns(inboundEvents),
+      body: inboundEventPayloads.body,
+      // As in the list: whether it waits behind a route a 410 Gone disabled (shown for PENDING).
+      paused: waitsOnDisabledRoute(sql`${inboundEvents.id}`, sql`${inboundEvents.source}`),
+    })
     .from(inboundEvents)
     .innerJoin(inboundEventPayloads, eq(inboundEventPayloads.eventRowId, inboundEvents.id))
     .where(eq(inboundEvents.id, id))

@@ -37,6 +37,12 @@ async function page(path: string, extraCookie = '') {
 
 const csrfOf = (html: string) => /name="_csrf" value="([^"]+)"/.exec(html)?.[1] ?? ''
 
+/** The table row of a page that names `text` first (a source, an event id), up to its `</tr>`. */
+const rowOf = (html: string, text: string) => {
+  const start = html.indexOf(text)
+  return html.slice(start, html.indexOf('</tr>', start))
+}
+
 describe('every page', () => {
   it('starts with the doctype, so browsers render in standards mode', async () => {
     for (const path of ['/admin', '/admin/events', '/admin/operations', '/admin/approvals']) {
@@ -180,10 +186,7 @@ describe('the overview', () => {
     const main = html.slice(html.indexOf('<svg class="chart"'), html.indexOf('</svg>'))
     expect(main.match(/<title>/g)?.length).toBe(60)
     expect(main).toContain('2 done, 0 in flight, 1 failed (per minute)')
-    const row = (source: string) => {
-      const start = html.indexOf(`>${source}</a></td>`)
-      return html.slice(start, html.indexOf('</tr>', start))
-    }
+    const row = (source: string) => rowOf(html, `>${source}</a></td>`)
     expect(row('north')).toMatch(
       /<td>5<\/td><td><a href="[^"]+status=failed" class="badge b-bad">1<\/a><\/td><td>0<\/td><td>1<\/td><td>100 ms<\/td><td>100 ms<\/td>/,
     )
@@ -205,6 +208,17 @@ describe('the overview', () => {
   })
 })
 
+/** A forward operation whose idempotent retries ran out: what a paused route's event has. */
+const exhaustedForward = (operationKey: string) =>
+  stack.database.db.insert(operations).values({
+    operationKey,
+    tool: 'forward',
+    effectClass: 'idempotent',
+    payloadHash: 'c'.repeat(64),
+    args: {},
+    status: 'exhausted',
+  })
+
 describe('events paused behind a disabled route', () => {
   it('are counted apart from those in flight, and the event list says paused, not pending', async () => {
     const paused = await seedEvent(stack.database.db, {
@@ -223,22 +237,12 @@ describe('events paused behind a disabled route', () => {
     expect(overview.html).toMatch(/Paused \(route disabled\)<\/span><b>1<\/b>/)
 
     const list = await page('/admin/events?source=gone')
-    const row = (eventId: string) => {
-      const start = list.html.indexOf(eventId)
-      return list.html.slice(start, list.html.indexOf('</tr>', start))
-    }
+    const row = (eventId: string) => rowOf(list.html, eventId)
     expect(row('paused-1')).toContain('<span class="badge b-warn">paused</span>')
     expect(row('fresh-1')).toContain('<span class="badge b-info">pending</span>')
 
     // Its page: paused, and the route's exhausted operation says why it waits.
-    await stack.database.db.insert(operations).values({
-      operationKey: 'gone:paused-1:route:crm',
-      tool: 'forward',
-      effectClass: 'idempotent',
-      payloadHash: 'c'.repeat(64),
-      args: {},
-      status: 'exhausted',
-    })
+    await exhaustedForward('gone:paused-1:route:crm')
     const detail = await page(`/admin/events/${paused}`)
     expect(detail.html).toMatch(/<\/h1><span class="badge b-warn">paused<\/span>/)
     expect(detail.html).toContain('route paused: re-enable it under Routes to send again')
@@ -259,23 +263,13 @@ describe('events paused behind a disabled route', () => {
     })
     await stack.database.db.execute(sql`
       insert into disabled_routes (source, route_id, reason) values ('gone-fwd', 'forward', 'answered 410 Gone')`)
-    await stack.database.db.insert(operations).values({
-      operationKey: 'gone-fwd:fwd-paused-1:forward',
-      tool: 'forward',
-      effectClass: 'idempotent',
-      payloadHash: 'd'.repeat(64),
-      args: {},
-      status: 'exhausted',
-    })
+    await exhaustedForward('gone-fwd:fwd-paused-1:forward')
 
     const overview = await page('/admin?source=gone-fwd')
     expect(overview.html).toMatch(/In flight now<\/span><b>0<\/b>/)
     expect(overview.html).toMatch(/Paused \(route disabled\)<\/span><b>1<\/b>/)
     const list = await page('/admin/events?source=gone-fwd')
-    const row = (eventId: string) => {
-      const start = list.html.indexOf(eventId)
-      return list.html.slice(start, list.html.indexOf('</tr>', start))
-    }
+    const row = (eventId: string) => rowOf(list.html, eventId)
     expect(row('fwd-paused-1')).toContain('<span class="badge b-warn">paused</span>')
     expect(row('fwd-done-1')).not.toContain('paused')
     const detail = await page(`/admin/events/${waiting}`)

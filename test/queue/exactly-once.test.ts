@@ -42,6 +42,35 @@ async function status(id: string) {
   return (await harness.database.db.select().from(inboundEvents).where(eq(inboundEvents.id, id)))[0]?.status
 }
 
+/** One signed delivery of `type` under `eventId`; returns its row id. */
+async function deliverOne(url: string, eventId: string, type: string): Promise<string> {
+  const body = JSON.stringify({ type })
+  const response = await fetch(`${url}/webhooks/acme`, {
+    method: 'POST',
+    body,
+    headers: signedHeaders(body, { id: eventId }),
+  })
+  return ((await response.json()) as { id: string }).id
+}
+
+/**
+ * A second job for a row the service already has a job for, as a stalled-job redelivery or a
+ * relay's recovery would add, under `<the row's own id>-<suffix>`.
+ */
+async function addSecondJob(queuePrefix: string, rowId: string, suffix: string) {
+  const connection = new Redis(testRedisUrl(), { maxRetriesPerRequest: null })
+  const queue = new Queue(INBOUND_QUEUE, { connection, prefix: queuePrefix })
+  const jobId = `${processEventJobId(rowId)}-${suffix}`
+  await queue.add(PROCESS_EVENT, { eventRowIds: [rowId] }, { jobId })
+  return {
+    state: () => queue.getJobState(jobId),
+    async close() {
+      await queue.close()
+      connection.disconnect()
+    },
+  }
+}
+
 describe('exactly once under duplicates', () => {
   it('200 concurrent deliveries of one event: one row, one handler run, every answer 200', async () => {
     const calls: string[] = []
@@ -78,31 +107,21 @@ describe('exactly once under duplicates', () => {
       config,
       handlers: { acme: recordingHandler(calls, hold.opened) },
     })
-    const body = JSON.stringify({ type: 'slow' })
-    const response = await fetch(`${running.url}/webhooks/acme`, {
-      method: 'POST',
-      body,
-      headers: signedHeaders(body, { id: 'evt_redelivered' }),
-    })
-    const { id } = (await response.json()) as { id: string }
+    const id = await deliverOne(running.url, 'evt_redelivered', 'slow')
     await expect.poll(() => calls.length, { timeout: 10_000 }).toBe(1)
 
     // A second job for the same row, as a stalled-job redelivery or a second relay would make.
-    const connection = new Redis(testRedisUrl(), { maxRetriesPerRequest: null })
-    const queue = new Queue(INBOUND_QUEUE, { connection, prefix: running.service.queuePrefix })
-    await queue.add(PROCESS_EVENT, { eventRowIds: [id] }, { jobId: `${processEventJobId(id)}-again` })
+    const again = await addSecondJob(running.service.queuePrefix, id, 'again')
     await new Promise((resolve) => setTimeout(resolve, 500))
     expect(calls).toHaveLength(1)
     hold.open()
     await expect.poll(async () => status(id), { timeout: 10_000 }).toBe('done')
-    await expect
-      .poll(async () => queue.getJobState(`${processEventJobId(id)}-again`), { timeout: 10_000 })
-      .toBe('completed')
+    await expect.poll(async () => again.state(), { timeout: 10_000 }).toBe('completed')
     expect(calls).toHaveLength(1)
     expect(await effects('evt_redelivered')).toBe(1)
-    await queue.close()
-    connection.disconnect()
+    await again.close()
   })
+
   it("a code handler's transaction that outlives its lease is not overtaken: a second job runs the handler only after it ended", async () => {
     // The handler ignores its deadline inside a statement: the worker gives the attempt up at 500 ms,
     // but its transaction, and the row lock it took with the lease's token, last until the statement
@@ -127,13 +146,7 @@ describe('exactly once under duplicates', () => {
       ),
       handlers: { acme: handler },
     })
-    const body = JSON.stringify({ type: 'slow.statement' })
-    const response = await fetch(`${running.url}/webhooks/acme`, {
-      method: 'POST',
-      body,
-      headers: signedHeaders(body, { id: 'evt_outlived_lease' }),
-    })
-    const { id } = (await response.json()) as { id: string }
+    const id = await deliverOne(running.url, 'evt_outlived_lease', 'slow.statement')
     await expect.poll(() => runs.length, { timeout: 10_000 }).toBe(1)
     const [first] = runs
     // Past the lease, with the first transaction still open: a second job, as a relay's recovery of
@@ -142,9 +155,7 @@ describe('exactly once under duplicates', () => {
     const [row] = await harness.database.sql<Array<{ expired: boolean }>>`
       select lease_until < now() as expired from inbound_events where id = ${id}`
     expect(row?.expired).toBe(true)
-    const connection = new Redis(testRedisUrl(), { maxRetriesPerRequest: null })
-    const queue = new Queue(INBOUND_QUEUE, { connection, prefix: running.service.queuePrefix })
-    await queue.add(PROCESS_EVENT, { eventRowIds: [id] }, { jobId: `${processEventJobId(id)}-overtake` })
+    const overtake = await addSecondJob(running.service.queuePrefix, id, 'overtake')
 
     await expect.poll(async () => status(id), { timeout: 15_000 }).toBe('done')
     expect(runs).toHaveLength(2)
@@ -154,8 +165,7 @@ describe('exactly once under duplicates', () => {
     // rolled back: the attempt had timed out), never beside it.
     expect(second?.started).toBeGreaterThanOrEqual(first?.ended ?? Number.POSITIVE_INFINITY)
     expect(await effects('evt_outlived_lease')).toBe(1)
-    await queue.close()
-    connection.disconnect()
+    await overtake.close()
   })
 })
 

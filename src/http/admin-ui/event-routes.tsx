@@ -4,7 +4,7 @@ import type { Config } from '../../config/config.js'
 import { replayFailedByFilter } from '../../db/bulk-replay.js'
 import type { Database } from '../../db/client.js'
 import { findEvent, listEvents } from '../../db/event-queries.js'
-import { listDisabledRoutes, listEventRoutes, SOURCE_FORWARD_ROUTE } from '../../db/event-routes.js'
+import { listEventRoutes } from '../../db/event-routes.js'
 import { listOperationsByKeyPrefix } from '../../db/operation-queries.js'
 import { findOrderingHead, SOURCE_SCOPE } from '../../db/ordering.js'
 import { replayEvent } from '../../db/replay.js'
@@ -130,22 +130,17 @@ export function eventRoutes(deps: EventRouteDependencies) {
       if (detail === undefined) {
         return c.html(<MessagePage props={page('No event has that id', user)} back={ALL_EVENTS} />, 404)
       }
-      const [operations, routes, disabled, blockedBy] = await Promise.all([
+      const [operations, routes, blockedBy] = await Promise.all([
         listOperationsByKeyPrefix(deps.db, workflowKeyPrefixes([detail.event.source, detail.event.eventId])),
         listEventRoutes(deps.db, detail.event.id),
-        listDisabledRoutes(deps.db.$client),
         orderingHeadOf(detail.event),
       ])
-      const forwardDisabled = disabled.some(
-        (route) => route.source === detail.event.source && route.routeId === SOURCE_FORWARD_ROUTE,
-      )
       return c.html(
         <EventPage
           page={page(`${detail.event.source} ${detail.event.eventId}`, user, c)}
           detail={detail}
           operations={operations}
           routes={routes}
-          forwardDisabled={forwardDisabled}
           blockedBy={blockedBy}
         />,
       )

@@ -14,28 +14,19 @@ export interface EventPageProps {
   operations: readonly OperationRow[]
   /** The routes the event matched (a source with `routes`); empty for a single handler. */
   routes: readonly EventRouteRow[]
-  /** The source's own forward, its one route without route rows, is disabled (410 Gone). */
-  forwardDisabled: boolean
   /** The earlier event with the same ordering key that holds this one back. */
   blockedBy?: (OrderingHead & { pointer: string }) | undefined
 }
 
 /** One event: what arrived (headers, exact body), what the worker did with it, and what it caused. */
-export const EventPage: FC<EventPageProps> = ({
-  page,
-  detail,
-  operations,
-  routes,
-  forwardDisabled,
-  blockedBy,
-}) => {
+export const EventPage: FC<EventPageProps> = ({ page, detail, operations, routes, blockedBy }) => {
   const { event, attempts, replays } = detail
   // PENDING behind a route a destination disabled (410 Gone) waits for a person, not a worker; its
   // route's operation is `exhausted` only until the route is re-enabled.
-  // A source's own forward keeps no route rows: it waits when that forward is disabled.
+  // A source's own forward keeps no route rows: an event without any that waits, waits on it.
   const pausedRoutes = routes.filter((route) => route.status === 'paused').map((route) => route.routeId)
-  const forwardPaused = forwardDisabled && routes.length === 0
-  const paused = event.status === 'pending' && (pausedRoutes.length > 0 || forwardPaused)
+  const paused = event.status === 'pending' && event.paused
+  const forwardPaused = paused && routes.length === 0
   const ofPausedRoute = (key: string) =>
     pausedRoutes.some((routeId) => key.endsWith(`:route:${routeId}`)) ||
     (forwardPaused && key.endsWith(`:${SOURCE_FORWARD_ROUTE}`))
