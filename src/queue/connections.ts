@@ -16,6 +16,13 @@ interface ConnectionSettings {
   autoPipelining?: boolean
   /** A command unanswered this long fails (a Redis that stopped answering keeps its connection open). */
   commandTimeout?: number
+  /**
+   * A connection that owes answers and has heard nothing for this long is closed and made again
+   * (ioredis's `socketTimeout`). A Redis that stopped answering, or a network path that lost the flow
+   * without a reset (a NAT or firewall that dropped its state, a failover behind a proxy), keeps the
+   * socket open: without this its commands would wait for TCP keepalive, over two hours by default.
+   */
+  silentSocketMs: number
 }
 
 /**
@@ -32,6 +39,7 @@ function connect(url: string, settings: ConnectionSettings): RedisConnection {
   const perCommand: RedisOptions = {
     maxRetriesPerRequest: settings.maxRetriesPerRequest,
     connectTimeout: settings.connectTimeout,
+    socketTimeout: settings.silentSocketMs,
     ...(settings.commandTimeout === undefined ? {} : { commandTimeout: settings.commandTimeout }),
   }
   const pipelining = settings.autoPipelining === true ? { enableAutoPipelining: true } : {}
@@ -66,8 +74,27 @@ function connect(url: string, settings: ConnectionSettings): RedisConnection {
  * delay or fail a 200 that the ledger commit already earned. The relay enqueues what it missed.
  */
 export function producerConnection(url: string): RedisConnection {
-  return connect(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, connectTimeout: 2000 })
+  return connect(url, {
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: false,
+    connectTimeout: 2000,
+    silentSocketMs: SILENT_SOCKET_MS,
+  })
 }
+
+/**
+ * How long a connection that owes Redis's answers may hear nothing before it is made again. Redis
+ * answers a command in microseconds, and a script of BullMQ's in milliseconds; five seconds of
+ * silence means the answer is not coming. A command sent on the closed connection fails (the
+ * producer's, the guard's) or is sent again on the new one (the workers').
+ */
+const SILENT_SOCKET_MS = 5000
+
+/**
+ * A worker's connections wait on blocking commands: BullMQ's BZPOPMIN blocks for up to 10 s (its
+ * own watchdog gives up on it a second later), an answer that is late by design.
+ */
+const BLOCKING_SILENT_SOCKET_MS = 10_000 + 1000 + SILENT_SOCKET_MS
 
 /**
  * For the destination guard (src/delivery/redis-guard.ts): fails fast as the producer's does, and
@@ -86,6 +113,7 @@ export function guardConnection(url: string): RedisConnection {
     connectTimeout: 2000,
     autoPipelining: true,
     commandTimeout: GUARD_COMMAND_TIMEOUT_MS,
+    silentSocketMs: SILENT_SOCKET_MS,
   })
 }
 
@@ -93,7 +121,12 @@ export const GUARD_COMMAND_TIMEOUT_MS = 1000
 
 /** For workers and the relay: waits for Redis as long as it takes (BullMQ requires null retries). */
 export function consumerConnection(url: string): RedisConnection {
-  return connect(url, { maxRetriesPerRequest: null, enableOfflineQueue: true, connectTimeout: 5000 })
+  return connect(url, {
+    maxRetriesPerRequest: null,
+    enableOfflineQueue: true,
+    connectTimeout: 5000,
+    silentSocketMs: BLOCKING_SILENT_SOCKET_MS,
+  })
 }
 
 /**
@@ -106,6 +139,7 @@ export function briefConnection(url: string): RedisConnection {
     enableOfflineQueue: true,
     connectTimeout: 2000,
     reconnectAttempts: 2,
+    silentSocketMs: SILENT_SOCKET_MS,
   })
 }
 

@@ -1,0 +1,81 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { buildConfig } from '../../src/service/config.js'
+import { createTestDatabase, type TestDatabase } from '../support/database.js'
+import { deliverSigned, forwardsOf, notDoneYet } from '../support/delivery.js'
+import { startRedisServer } from '../support/redis-server.js'
+import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from '../support/service.js'
+import { TEST_SECRET } from '../support/signing.js'
+import { startSink } from '../support/sink.js'
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js'
+
+// A network path to Redis that drops its flows without a reset (a NAT or firewall that lost its
+// state, a failover behind a proxy): every open socket stays open and nothing comes back on it, while
+// new connections get through. Redis itself never went down, so no connection hears of an error: the
+// api's enqueues, the relay's, the worker's fetches and the destination guard's commands all wait on
+// dead sockets. The api and the worker run as separate services here, so every event crosses Redis.
+
+let database: TestDatabase
+let redis: Awaited<ReturnType<typeof startRedisServer>>
+let proxy: TcpProxy
+let sink: Awaited<ReturnType<typeof startSink>>
+const services: TestService[] = []
+
+beforeAll(async () => {
+  database = await createTestDatabase()
+  redis = await startRedisServer()
+  proxy = await startTcpProxy({ host: '127.0.0.1', port: redis.port })
+  sink = await startSink(() => ({ status: 200 }))
+  const config = buildConfig(
+    {
+      sources: [
+        {
+          id: 'acme',
+          verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
+          routes: [{ id: 'sink', forward: { url: sink.url } }],
+        },
+      ],
+      worker: FAST_WORKER,
+      relay: FAST_RELAY,
+    },
+    () => undefined,
+  )
+  const redisUrl = proxy.urlFor(redis.url)
+  services.push(await startTestService({ role: 'api', config, database, redisUrl }))
+  services.push(await startTestService({ role: 'worker', config, database, redisUrl }))
+}, 60_000)
+
+afterAll(async () => {
+  for (const service of services) await service.close()
+  await proxy?.close()
+  await redis?.stop()
+  await sink?.close()
+  await database?.drop()
+})
+
+describe('a Redis whose network path drops every open connection without a word', () => {
+  it('answers deliveries at once, then forwards every event once, over connections made again', async () => {
+    const [api] = services
+    const url = api?.url ?? ''
+    const before = Array.from({ length: 5 }, (_, i) => `evt_before_${i}`)
+    for (const eventId of before) expect((await deliverSigned(url, 'acme', eventId)).status).toBe(200)
+    await expect.poll(() => notDoneYet(database.sql, before), { timeout: 15_000 }).toEqual([])
+
+    expect(proxy.blackhole()).toBeGreaterThan(0)
+    const during = Array.from({ length: 10 }, (_, i) => `evt_during_${i}`)
+    const answers = await Promise.all(
+      during.map(async (eventId) => {
+        const started = Date.now()
+        const { status } = await deliverSigned(url, 'acme', eventId)
+        return { status, ms: Date.now() - started }
+      }),
+    )
+    for (const answer of answers) expect(answer.status).toBe(200)
+    // A hang check, not a benchmark: the answer follows the ledger's commit, never a Redis reply.
+    expect(Math.max(...answers.map((answer) => answer.ms))).toBeLessThan(2000)
+
+    // New connections get through again; the flows that were open stay dead for good.
+    proxy.forward()
+    await expect.poll(() => notDoneYet(database.sql, during), { timeout: 40_000, interval: 500 }).toEqual([])
+    for (const eventId of [...before, ...during]) expect(forwardsOf(sink, eventId)).toBe(1)
+  }, 90_000)
+})
