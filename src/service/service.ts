@@ -444,15 +444,22 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         await settlesWithin(relay?.stop() ?? Promise.resolve(), 3000)
         await settlesWithin(retention?.stop() ?? Promise.resolve(), 3000)
         // Running handlers get a deadline to finish; after it, their rows stay leased and another
-        // worker takes them over when the lease runs out (their transactions roll back).
-        if (worker !== undefined && !(await settlesWithin(worker.close(), SHUTDOWN_DRAIN_MS))) {
-          logger.warn(
-            { deadlineMs: SHUTDOWN_DRAIN_MS },
-            'jobs still running at the shutdown deadline; abandoning them',
-          )
-          await settlesWithin(worker.close(true), 1000)
+        // worker takes them over when the lease runs out (their transactions roll back). The
+        // reconciler's deadline runs beside it, not after: with a Redis that stopped answering each
+        // close waits out its deadline, and one after the other they took 21 s of a shutdown.
+        const closeWorker = async () => {
+          if (worker !== undefined && !(await settlesWithin(worker.close(), SHUTDOWN_DRAIN_MS))) {
+            logger.warn(
+              { deadlineMs: SHUTDOWN_DRAIN_MS },
+              'jobs still running at the shutdown deadline; abandoning them',
+            )
+            await settlesWithin(worker.close(true), 1000)
+          }
         }
-        await settlesWithin(reconciler?.close() ?? Promise.resolve(), SHUTDOWN_DRAIN_MS)
+        await Promise.all([
+          closeWorker(),
+          settlesWithin(reconciler?.close() ?? Promise.resolve(), SHUTDOWN_DRAIN_MS),
+        ])
         await stopFoundations()
         logger.info('hookledger stopped')
       })()

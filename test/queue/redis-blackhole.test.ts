@@ -78,4 +78,32 @@ describe('a Redis whose network path drops every open connection without a word'
     await expect.poll(() => notDoneYet(database.sql, during), { timeout: 40_000, interval: 500 }).toEqual([])
     for (const eventId of [...before, ...during]) expect(forwardsOf(sink, eventId)).toBe(1)
   }, 90_000)
+
+  it('a shutdown ends within its deadlines, not after each of them in turn', async () => {
+    // A deployment of its own (another database, so another queue prefix: the services above would
+    // take its jobs), whose destination refuses every connection: its event waits for a retry.
+    const ownDatabase = await createTestDatabase()
+    const ownProxy = await startTcpProxy({ host: '127.0.0.1', port: redis.port })
+    const running = await startTestService({ database: ownDatabase, redisUrl: ownProxy.urlFor(redis.url) })
+    try {
+      expect((await deliverSigned(running.url, 'acme', 'evt_before_shutdown')).status).toBe(200)
+      await expect
+        .poll(async () => (await ownDatabase.sql`select attempts from inbound_events`)[0]?.attempts, {
+          timeout: 15_000,
+        })
+        .toBeGreaterThan(0)
+      expect(ownProxy.blackhole()).toBeGreaterThan(0)
+      // Long enough for the worker's next command to be swallowed.
+      await new Promise((resolve) => setTimeout(resolve, 1000))
+      const started = Date.now()
+      await running.close()
+      // A hang check: the relay's 3 s, then the worker's 10 s (and 1 s forced) beside the
+      // reconciler's 10 s. One after the other, the two took 24 s in all.
+      expect(Date.now() - started).toBeLessThan(18_000)
+    } finally {
+      await running.close()
+      await ownProxy.close()
+      await ownDatabase.drop()
+    }
+  }, 60_000)
 })
