@@ -307,7 +307,12 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
     await api.kill('SIGTERM')
   }, 120_000)
 
-  it('the master of the queue is killed under load: its replica takes over, every accepted event is DONE and forwarded once, only 503 refused', async () => {
+  /**
+   * Four senders deliver through a failover of the master of the prefix's slot, brought about by
+   * `fault`: the replica must take over, every accepted event end DONE and forwarded once, and only
+   * 200 and 503 be answered. Returns the master's port.
+   */
+  async function failoverUnderLoad(fault: (master: number) => Promise<void> | void, label: string) {
     for (const child of children.splice(0)) await child.kill('SIGTERM')
     running = await serve('all')
     const accepted: string[] = []
@@ -316,7 +321,7 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
     let stopped = false
     const sender = async () => {
       while (!stopped && sent < MOST_UNDER_LOAD) {
-        const eventId = `evt_cluster_failover_${sent}`
+        const eventId = `evt_cluster_${label}_${sent}`
         sent += 1
         const outcome = await deliver(running, 'acme', eventId).catch(() => ({
           status: 'no answer',
@@ -337,7 +342,7 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
     try {
       await progress(0, 40)
       killed = await prefixMaster()
-      await cluster.kill(killed)
+      await fault(killed)
       killedAt = Date.now()
       const acceptedBefore = accepted.length
       await cluster.waitHealthy(30_000)
@@ -372,12 +377,26 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
     await sleep(1000)
     expect(accepted.filter((eventId) => forwardsOf(forwards, eventId) !== 1)).toEqual([])
     console.info(
-      `failover: replica promoted ${healthyAfterMs} ms after the kill, every accepted event DONE ` +
+      `failover (${label}): replica promoted ${healthyAfterMs} ms after the fault, every accepted event DONE ` +
         `${Date.now() - killedAt} ms after it; ${accepted.length} accepted (${acceptedDuring} while the slot had no master), answers ` +
         `${JSON.stringify([...answers])}, ${running.output().split('\n').filter(Boolean).length} log lines (warn and above)`,
     )
     await expect
       .poll(async () => (await fetch(`${running.url}/readyz`)).status, { timeout: 15_000 })
       .toBe(200)
+    return killed
+  }
+
+  // A machine gone silent, as a vanished host or a partition is: no reset, no error, every socket
+  // open. What the clients sent to it waits for an answer that never comes; only the connections'
+  // silence limit (src/queue/connections.ts) moves them to the promoted replica.
+  it('the master of the queue goes silent under load (SIGSTOP): its replica takes over, every accepted event is DONE and forwarded once, only 503 refused', async () => {
+    const silent = await failoverUnderLoad((master) => cluster.freeze(master), 'silent')
+    // Back as a replica of the node that took its slots, for the case below.
+    await cluster.thaw(silent)
+  }, 150_000)
+
+  it('the master of the queue is killed under load: its replica takes over, every accepted event is DONE and forwarded once, only 503 refused', async () => {
+    await failoverUnderLoad((master) => cluster.kill(master), 'killed')
   }, 150_000)
 })

@@ -24,6 +24,16 @@ export interface RedisCluster {
   /** SIGKILLs one node, as a crashed machine; the cluster promotes its replica, if it has one. */
   kill(port: number): Promise<void>
   /**
+   * SIGSTOPs one node, as a machine gone silent: its sockets stay open and nothing is answered on
+   * them, no reset, no error. The cluster fails it after the node timeout and promotes its replica.
+   */
+  freeze(port: number): void
+  /**
+   * SIGCONTs a frozen node and waits until it serves again: a master that was failed over in the
+   * meantime rejoins as a replica of the node that took its slots, synced with it.
+   */
+  thaw(port: number): Promise<void>
+  /**
    * Waits until every live node says `cluster_state:ok` and serves every slot from a live master: a
    * killed master counts as failed only after the node timeout, and until then the others still
    * report the cluster ok.
@@ -53,11 +63,18 @@ export async function startRedisCluster(
     }
     return connection
   }
-  const live = () => nodes.filter((n) => n.process.exitCode === null && n.process.signalCode === null)
+  const running = () => nodes.filter((n) => n.process.exitCode === null && n.process.signalCode === null)
+  // Frozen nodes answer nothing: whatever asks the live nodes would wait on them forever.
+  const frozen = new Set<number>()
+  const live = () => running().filter((n) => !frozen.has(n.port))
+  const forget = (port: number) => {
+    connections.get(port)?.disconnect()
+    connections.delete(port)
+  }
   const stop = async () => {
     for (const connection of connections.values()) connection.disconnect()
     await Promise.all(
-      live().map(
+      running().map(
         (n) =>
           new Promise((resolve) => {
             n.process.once('exit', resolve)
@@ -158,8 +175,32 @@ export async function startRedisCluster(
       const exited = new Promise((resolve) => target.process.once('exit', resolve))
       target.process.kill('SIGKILL')
       await exited
-      connections.get(port)?.disconnect()
-      connections.delete(port)
+      forget(port)
+    },
+    freeze(port) {
+      const target = nodes.find((n) => n.port === port)
+      if (target === undefined) throw new Error(`no cluster node on ${port}`)
+      target.process.kill('SIGSTOP')
+      frozen.add(port)
+      forget(port)
+    },
+    async thaw(port) {
+      const target = nodes.find((n) => n.port === port)
+      if (target === undefined) throw new Error(`no cluster node on ${port}`)
+      target.process.kill('SIGCONT')
+      frozen.delete(port)
+      const deadline = Date.now() + 30_000
+      for (;;) {
+        const replication = await node(port)
+          .info('replication')
+          .catch(() => '')
+        const masters = await cluster.masterPorts()
+        const serving = masters.includes(port) || /master_link_status:up/.test(replication)
+        if (serving) return
+        if (Date.now() > deadline)
+          throw new Error(`Redis Cluster node ${port} did not serve again within 30 s`)
+        await new Promise((resolve) => setTimeout(resolve, 200))
+      }
     },
     async waitHealthy(timeoutMs = 30_000) {
       const deadline = Date.now() + timeoutMs
