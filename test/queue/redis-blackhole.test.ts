@@ -6,6 +6,7 @@ import { startRedisServer } from '../support/redis-server.js'
 import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
+import { testConfig } from '../support/stack.js'
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.js'
 
 // A network path to Redis that drops its flows without a reset (a NAT or firewall that lost its
@@ -102,6 +103,30 @@ describe('a Redis whose network path drops every open connection without a word'
       expect(Date.now() - started).toBeLessThan(18_000)
     } finally {
       await running.close()
+      await ownProxy.close()
+      await ownDatabase.drop()
+    }
+  }, 60_000)
+
+  it('a process with a fixed queue.prefix starts while the path is silent, its ownership check given up', async () => {
+    const ownDatabase = await createTestDatabase()
+    const ownProxy = await startTcpProxy({ host: '127.0.0.1', port: redis.port })
+    ownProxy.blackhole()
+    let running: TestService | undefined
+    try {
+      const started = Date.now()
+      running = await startTestService({
+        database: ownDatabase,
+        redisUrl: ownProxy.urlFor(redis.url),
+        config: testConfig({ queue: { prefix: `hookledger-silent-${ownDatabase.deploymentId}` } }),
+      })
+      // A hang check: three connection attempts of 5 s of silence each, not forever as before.
+      expect(Date.now() - started).toBeLessThan(30_000)
+      expect(running.logged()).toContain('could not check which deployment owns queue.prefix')
+      // The ledger answers meanwhile.
+      expect((await deliverSigned(running.url, 'acme', 'evt_while_silent')).status).toBe(200)
+    } finally {
+      await running?.close()
       await ownProxy.close()
       await ownDatabase.drop()
     }
