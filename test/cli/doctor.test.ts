@@ -13,6 +13,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { testRedisUrl } from '../support/env.js'
 import { startRedisServer } from '../support/redis-server.js'
 import { runCommand } from '../support/run-command.js'
+import { startTcpProxy } from '../support/tcp-proxy.js'
 import { temporaryDirectory } from '../support/temp.js'
 
 // Each finding is made true in a real database (or a Redis of the test's own), `doctor` must name it
@@ -314,6 +315,21 @@ describe('hookledger doctor', () => {
     const line = lineOf(await doctor([], { redisUrl: 'redis://127.0.0.1:1' }), 'redis.unreachable')
     expect(line).toContain('Redis did not answer')
   })
+
+  it('finds a Redis whose path went silent (sockets open, nothing answered) as unreachable, not hanging', async () => {
+    const redis = await startRedisServer()
+    const proxy = await startTcpProxy({ host: '127.0.0.1', port: redis.port })
+    proxy.blackhole()
+    try {
+      // Each connection is given up after 5 s of silence (src/queue/connections.ts); before that
+      // limit the check waited for ever.
+      const line = lineOf(await doctor([], { redisUrl: proxy.urlFor(redis.url) }), 'redis.unreachable')
+      expect(line).toContain('Redis did not answer')
+    } finally {
+      await proxy.close()
+      await redis.stop()
+    }
+  }, 45_000)
 
   it('finds an unreachable PostgreSQL as one finding, and still checks Redis', async () => {
     const run = await doctor([], { databaseUrl: 'postgres://postgres@127.0.0.1:1/none' })
