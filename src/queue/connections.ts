@@ -26,6 +26,20 @@ interface ConnectionSettings {
 }
 
 /**
+ * How long a connection that owes Redis's answers may hear nothing before it is made again. Redis
+ * answers a command in microseconds, and a script of BullMQ's in milliseconds; five seconds of
+ * silence means the answer is not coming. A command sent on the closed connection fails (the
+ * producer's, the guard's) or is sent again on the new one (the workers').
+ */
+const SILENT_SOCKET_MS = 5000
+
+/**
+ * A worker's connections wait on blocking commands: BullMQ's BZPOPMIN blocks for up to 10 s (its
+ * own watchdog gives up on it a second later), an answer that is late by design.
+ */
+const BLOCKING_SILENT_SOCKET_MS = 10_000 + 1000 + SILENT_SOCKET_MS
+
+/**
  * The one place a Redis connection is made. On a cluster the per-command settings go to each node's
  * connection (`redisOptions`, where BullMQ also looks for `maxRetriesPerRequest`), and the offline
  * queue and reconnects to the cluster client, which owns them: its node connections never
@@ -81,20 +95,6 @@ export function producerConnection(url: string): RedisConnection {
     silentSocketMs: SILENT_SOCKET_MS,
   })
 }
-
-/**
- * How long a connection that owes Redis's answers may hear nothing before it is made again. Redis
- * answers a command in microseconds, and a script of BullMQ's in milliseconds; five seconds of
- * silence means the answer is not coming. A command sent on the closed connection fails (the
- * producer's, the guard's) or is sent again on the new one (the workers').
- */
-const SILENT_SOCKET_MS = 5000
-
-/**
- * A worker's connections wait on blocking commands: BullMQ's BZPOPMIN blocks for up to 10 s (its
- * own watchdog gives up on it a second later), an answer that is late by design.
- */
-const BLOCKING_SILENT_SOCKET_MS = 10_000 + 1000 + SILENT_SOCKET_MS
 
 /**
  * For the destination guard (src/delivery/redis-guard.ts): fails fast as the producer's does, and

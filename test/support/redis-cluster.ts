@@ -67,6 +67,11 @@ export async function startRedisCluster(
   // Frozen nodes answer nothing: whatever asks the live nodes would wait on them forever.
   const frozen = new Set<number>()
   const live = () => running().filter((n) => !frozen.has(n.port))
+  const nodeOn = (port: number) => {
+    const found = nodes.find((n) => n.port === port)
+    if (found === undefined) throw new Error(`no cluster node on ${port}`)
+    return found
+  }
   const forget = (port: number) => {
     connections.get(port)?.disconnect()
     connections.delete(port)
@@ -170,37 +175,21 @@ export async function startRedisCluster(
     },
     node,
     async kill(port) {
-      const target = nodes.find((n) => n.port === port)
-      if (target === undefined) throw new Error(`no cluster node on ${port}`)
+      const target = nodeOn(port)
       const exited = new Promise((resolve) => target.process.once('exit', resolve))
       target.process.kill('SIGKILL')
       await exited
       forget(port)
     },
     freeze(port) {
-      const target = nodes.find((n) => n.port === port)
-      if (target === undefined) throw new Error(`no cluster node on ${port}`)
-      target.process.kill('SIGSTOP')
+      nodeOn(port).process.kill('SIGSTOP')
       frozen.add(port)
       forget(port)
     },
     async thaw(port) {
-      const target = nodes.find((n) => n.port === port)
-      if (target === undefined) throw new Error(`no cluster node on ${port}`)
-      target.process.kill('SIGCONT')
+      nodeOn(port).process.kill('SIGCONT')
       frozen.delete(port)
-      const deadline = Date.now() + 30_000
-      for (;;) {
-        const replication = await node(port)
-          .info('replication')
-          .catch(() => '')
-        const masters = await cluster.masterPorts()
-        const serving = masters.includes(port) || /master_link_status:up/.test(replication)
-        if (serving) return
-        if (Date.now() > deadline)
-          throw new Error(`Redis Cluster node ${port} did not serve again within 30 s`)
-        await new Promise((resolve) => setTimeout(resolve, 200))
-      }
+      await waitForReplicas(cluster, [port])
     },
     async waitHealthy(timeoutMs = 30_000) {
       const deadline = Date.now() + timeoutMs
@@ -232,7 +221,11 @@ export async function startRedisCluster(
   }
   try {
     await cluster.waitHealthy()
-    if (options.replicas === true) await waitForReplicas(cluster)
+    if (options.replicas === true)
+      await waitForReplicas(
+        cluster,
+        nodes.map(({ port }) => port),
+      )
   } catch (error) {
     await stop()
     throw error
@@ -255,14 +248,17 @@ async function answersPing(redis: Redis, port: number, process: ChildProcess): P
   }
 }
 
-/** Every replica has synced with its master: only then can it take over with the master's data. */
-async function waitForReplicas(cluster: RedisCluster) {
+/**
+ * Every replica among `ports` has synced with its master: only then can it take over with the
+ * master's data. The masters among them have nothing to wait for.
+ */
+async function waitForReplicas(cluster: RedisCluster, ports: readonly number[]) {
   const masters = new Set(await cluster.masterPorts())
-  const replicas = cluster.nodes.filter(({ port }) => !masters.has(port))
+  const replicas = ports.filter((port) => !masters.has(port))
   const deadline = Date.now() + 30_000
   for (;;) {
     const synced = await Promise.all(
-      replicas.map(async ({ port }) =>
+      replicas.map(async (port) =>
         /master_link_status:up/.test(
           await cluster
             .node(port)
@@ -272,7 +268,7 @@ async function waitForReplicas(cluster: RedisCluster) {
       ),
     )
     if (synced.every(Boolean)) return
-    if (Date.now() > deadline) throw new Error('Redis Cluster replicas did not sync within 30 s')
+    if (Date.now() > deadline) throw new Error(`Redis Cluster replicas ${replicas} did not sync within 30 s`)
     await new Promise((resolve) => setTimeout(resolve, 200))
   }
 }
