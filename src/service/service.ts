@@ -275,7 +275,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     { name: 'postgres', check: () => pingLedger(scopes.request.sql) },
     redisWatch === undefined
       ? { name: 'queue', check: async () => {}, ok: 'in-process' }
-      : { name: 'redis', check: () => redisReadiness(redisWatch) },
+      : redisReadiness(redisWatch, role),
   ]
   const claims = createClaimBatcher(scopes.request.sql, {
     deadlineMs: timeouts.request,
@@ -533,11 +533,24 @@ const REDIS_CHECK_MS = 30_000
 /**
  * Ready, degraded, when Redis answers but evicts or refuses writes: the api still commits every event
  * and the relay enqueues it once Redis takes it, so taking the process out of its balancer would turn
- * a delay into refused deliveries. Not ready only when Redis does not answer (as before).
+ * a delay into refused deliveries. For the same reason a process that serves the api stays ready,
+ * degraded, when a Redis it reached since its start stops answering: every replica shares that Redis,
+ * and a 503 would take them all out at once. Not ready (503) when Redis does not answer a worker-only
+ * process (it has nothing to do without it), or any process that never reached it: a new replica
+ * with a wrong REDIS_URL, or started during the outage, holds back a rollout instead of joining it.
  */
-async function redisReadiness(watch: RedisWatch) {
-  const problems = redisProblems(await watch.check())
-  return problems.length === 0 ? undefined : { degraded: problems.join('; ') }
+function redisReadiness(watch: RedisWatch, role: Role): ReadinessCheck {
+  return {
+    name: 'redis',
+    check: async () => {
+      const problems = redisProblems(await watch.check())
+      return problems.length === 0 ? undefined : { degraded: problems.join('; ') }
+    },
+    degradedWhenFailing: () =>
+      role === 'worker' || watch.last() === undefined
+        ? undefined
+        : 'unreachable: deliveries are committed and wait for the relay',
+  }
 }
 
 /**

@@ -132,7 +132,7 @@ describe('hookledger serve', () => {
     }
   })
 
-  it('answers /readyz with 503 naming the store that is down', async () => {
+  it('answers /readyz with 503 naming a store it has not reached since its start', async () => {
     const configPath = writeConfig('ready.json', {
       sources: [{ id: 'acme', verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] } }],
     })

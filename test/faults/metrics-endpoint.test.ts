@@ -198,6 +198,37 @@ describe('/readyz', () => {
     )
   })
 
+  it('stays ready, degraded, when a check that may fail so fails or does not answer in time', async () => {
+    const { logger } = captureLogs('info')
+    const app = createHealthApp(
+      [
+        { name: 'postgres', check: async () => undefined },
+        {
+          name: 'redis',
+          check: () => new Promise(() => {}),
+          degradedWhenFailing: () => 'unreachable: deliveries are committed and wait for the relay',
+        },
+        {
+          name: 'other',
+          check: () => Promise.reject(new Error('down')),
+          degradedWhenFailing: () => undefined,
+        },
+      ],
+      createMetrics(),
+      logger,
+    )
+    const answer = await app.request('/readyz')
+    expect(answer.status).toBe(503)
+    expect(await answer.json()).toEqual({
+      status: 'unavailable',
+      checks: {
+        postgres: 'ok',
+        redis: 'unreachable: deliveries are committed and wait for the relay',
+        other: 'unavailable',
+      },
+    })
+  })
+
   it('keeps working for a worker-only process with no token', async () => {
     const app = createHealthApp([], createMetrics(), createLogger('silent'))
     expect((await app.request('/readyz')).status).toBe(200)

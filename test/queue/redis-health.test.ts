@@ -4,9 +4,10 @@ import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { inspectRedis, watchRedis } from '../../src/queue/redis-health.js'
+import { buildConfig } from '../../src/service/config.js'
 import { type Child, startChild } from '../support/child.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { deliverEvent } from '../support/delivery.js'
+import { deliverEvent, deliverSigned, forwardsOf, notDoneYet } from '../support/delivery.js'
 import { captureLogs } from '../support/log-capture.js'
 import { startRedisServer } from '../support/redis-server.js'
 import { FAST_RELAY, FAST_WORKER, startTestService } from '../support/service.js'
@@ -246,6 +247,85 @@ describe('a Redis that refuses writes (noeviction, memory full)', () => {
       await sink.close()
       await alerts.close()
       await redis.stop()
+    }
+  }, 90_000)
+})
+
+// Every replica of the api shares one Redis: a 503 from each when it stops answering would take them
+// all out of their load balancer at once, and the providers' deliveries would be refused instead of
+// committed and forwarded late. A worker-only process, and a process that never reached Redis (a new
+// replica with a wrong REDIS_URL holds back its rollout), are not ready.
+describe('a Redis that stops answering', () => {
+  it('keeps the api ready (degraded) and committing, the worker and a new process not ready; all forwarded once it is back', async () => {
+    // A database of its own: its deployment's queue prefix is its own too.
+    const ownDatabase = await createTestDatabase()
+    const redis = await startRedisServer()
+    const sink = await startSink(() => ({ status: 200 }))
+    const config = buildConfig(
+      {
+        sources: [
+          {
+            id: 'acme',
+            verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
+            routes: [{ id: 'sink', forward: { url: sink.url } }],
+          },
+        ],
+        worker: FAST_WORKER,
+        relay: FAST_RELAY,
+      },
+      () => undefined,
+    )
+    const start = (role: 'api' | 'worker') =>
+      startTestService({ role, config, database: ownDatabase, redisUrl: redis.url })
+    const services = [await start('api'), await start('worker')]
+    let running: typeof redis | undefined = redis
+    const [api, worker] = services
+    if (api === undefined || worker === undefined) throw new Error('two services expected')
+    try {
+      expect(await readiness(api.url)).toEqual({
+        code: 200,
+        body: { status: 'ready', checks: { postgres: 'ok', redis: 'ok' } },
+      })
+      expect((await deliverSigned(api.url, 'acme', 'evt_before_outage')).status).toBe(200)
+      await expect
+        .poll(() => notDoneYet(ownDatabase.sql, ['evt_before_outage']), { timeout: 15_000 })
+        .toEqual([])
+
+      await redis.stop()
+      running = undefined
+      expect(await readiness(api.url)).toEqual({
+        code: 200,
+        body: {
+          status: 'degraded',
+          checks: { postgres: 'ok', redis: 'unreachable: deliveries are committed and wait for the relay' },
+        },
+      })
+      expect(await readiness(worker.url)).toEqual({
+        code: 503,
+        body: { status: 'unavailable', checks: { postgres: 'ok', redis: 'unavailable' } },
+      })
+      const during = ['evt_outage_1', 'evt_outage_2', 'evt_outage_3']
+      for (const eventId of during) expect((await deliverSigned(api.url, 'acme', eventId)).status).toBe(200)
+      expect(await notDoneYet(ownDatabase.sql, during)).toEqual(during)
+
+      // Started during the outage, it never reached Redis: not ready, so a rollout waits for it.
+      const newcomer = await start('api')
+      services.push(newcomer)
+      expect((await readiness(newcomer.url)).code).toBe(503)
+
+      running = await startRedisServer(redis.port)
+      for (const service of services) {
+        await expect
+          .poll(async () => (await readiness(service.url)).body.status, { timeout: 10_000 })
+          .toBe('ready')
+      }
+      await expect.poll(() => notDoneYet(ownDatabase.sql, during), { timeout: 30_000 }).toEqual([])
+      for (const eventId of ['evt_before_outage', ...during]) expect(forwardsOf(sink, eventId)).toBe(1)
+    } finally {
+      for (const service of services) await service.close()
+      await running?.stop()
+      await sink.close()
+      await ownDatabase.drop()
     }
   }, 90_000)
 })

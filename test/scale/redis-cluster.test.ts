@@ -382,8 +382,13 @@ describe('on a Redis Cluster (3 masters, 3 replicas)', () => {
         `${JSON.stringify([...answers])}, ${running.output().split('\n').filter(Boolean).length} log lines (warn and above)`,
     )
     await expect
-      .poll(async () => (await fetch(`${running.url}/readyz`)).status, { timeout: 15_000 })
-      .toBe(200)
+      .poll(
+        async () => ((await (await fetch(`${running.url}/readyz`)).json()) as { status: string }).status,
+        {
+          timeout: 15_000,
+        },
+      )
+      .toBe('ready')
     return killed
   }
 

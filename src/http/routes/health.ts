@@ -13,6 +13,11 @@ export interface ReadinessCheck {
   check: () => Promise<unknown>
   /** What /readyz shows when the check passes; 'ok' unless set (the in-process queue says so). */
   ok?: string
+  /**
+   * When the check fails (throws, or no answer in time): the problem to name while staying ready
+   * (200, `degraded`), or undefined for not ready (503). Unset: a failure is always 503.
+   */
+  degradedWhenFailing?: () => string | undefined
 }
 
 const CHECK_TIMEOUT_MS = 2000
@@ -32,7 +37,7 @@ export function healthRoutes(checks: readonly ReadinessCheck[], logger: Logger) 
     .get('/healthz', (c) => c.json({ status: 'ok' }))
     .get('/readyz', async (c) => {
       const results = await Promise.all(
-        checks.map(async ({ name, check, ok }) => {
+        checks.map(async ({ name, check, ok, degradedWhenFailing }) => {
           try {
             const value = await withDeadline(
               check(),
@@ -43,6 +48,8 @@ export function healthRoutes(checks: readonly ReadinessCheck[], logger: Logger) 
             return [name, ok ?? 'ok', 'ok'] as const
           } catch (error) {
             logger.warn({ err: error, check: name }, `readiness check '${name}' failed`)
+            const degraded = degradedWhenFailing?.()
+            if (degraded !== undefined) return [name, degraded, 'degraded'] as const
             return [name, 'unavailable', 'unavailable'] as const
           }
         }),
