@@ -50,7 +50,7 @@ export async function boundedFetch(
     if (Number.isFinite(declared) && declared > options.maxBytes) {
       return { failure: { kind: 'too_large', bytes: declared } }
     }
-    const body = await readCapped(response, options.maxBytes)
+    const body = await readCapped(response, options.maxBytes, controller.signal)
     if (typeof body !== 'string') return { failure: body }
     return { status: response.status, headers: response.headers, text: body }
   } catch (error) {
@@ -64,20 +64,38 @@ export async function boundedFetch(
   }
 }
 
-async function readCapped(
+/**
+ * The body, read until it ends, passes maxBytes, or `signal` aborts. The abort is raced against each
+ * read rather than left to fetch: Node's fetch can leave a read it should fail pending for ever once
+ * the body has started (nodejs/node#56917, nodejs/undici#4089), and a pass would then wait on it.
+ */
+export async function readCapped(
   response: Response,
   maxBytes: number,
+  signal: AbortSignal,
 ): Promise<string | { kind: 'too_large'; bytes: number }> {
   if (response.body === null) return ''
   const chunks: Uint8Array[] = []
   let total = 0
   const reader = response.body.getReader()
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done) break
-    total += value.byteLength
-    if (total > maxBytes) return { kind: 'too_large', bytes: total }
-    chunks.push(value)
+  let stop = () => {}
+  const aborted = new Promise<never>((_resolve, reject) => {
+    stop = () => reject(signal.reason)
+    if (signal.aborted) stop()
+    else signal.addEventListener('abort', stop, { once: true })
+  })
+  try {
+    for (;;) {
+      const { done, value } = await Promise.race([reader.read(), aborted])
+      if (done) break
+      total += value.byteLength
+      if (total > maxBytes) return { kind: 'too_large', bytes: total }
+      chunks.push(value)
+    }
+  } finally {
+    signal.removeEventListener('abort', stop)
+    // Whatever is left unread (over the cap, or cut by the deadline) is not waited for.
+    reader.cancel().catch(() => {})
   }
   return new TextDecoder().decode(Buffer.concat(chunks, total))
 }

@@ -1,3 +1,4 @@
+import { readCapped } from '../backfill/bounded-fetch.js'
 import type { ClientEnvironment } from '../config/env.js'
 import { type Fixture, listFixtures, readFixture } from '../fixtures.js'
 import { asCliError, parseCommandLine, reportingCliErrors, usageError } from './errors.js'
@@ -16,6 +17,8 @@ interface Delivery {
 }
 
 const REQUEST_TIMEOUT_MS = 30_000
+/** hookledger answers a delivery with a few hundred bytes of JSON; more is not an answer of its. */
+const MAX_ANSWER_BYTES = 64 * 1024
 
 /**
  * `hookledger replay`: signs every delivery afresh (a provider re-signs its retries too) and sends
@@ -79,19 +82,17 @@ async function post(
   body: Buffer,
 ): Promise<{ status: number | undefined; outcome: Outcome; detail: string }> {
   let response: Response
+  let text: string
+  const signal = AbortSignal.timeout(REQUEST_TIMEOUT_MS)
   try {
-    response = await fetch(url, {
-      method: 'POST',
-      headers,
-      body,
-      redirect: 'manual',
-      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
-    })
+    response = await fetch(url, { method: 'POST', headers, body, redirect: 'manual', signal })
+    // The deadline covers the answer's body too (readCapped races it against each read).
+    const read = await readCapped(response, MAX_ANSWER_BYTES, signal)
+    text = typeof read === 'string' ? read : `(an answer of over ${MAX_ANSWER_BYTES} bytes)`
   } catch (error) {
     const cause = error instanceof Error && error.cause instanceof Error ? `: ${error.cause.message}` : ''
     return { status: undefined, outcome: 'error', detail: `${(error as Error).message}${cause}` }
   }
-  const text = await response.text()
   let answer: unknown
   try {
     answer = JSON.parse(text)

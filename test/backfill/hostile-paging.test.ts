@@ -116,7 +116,21 @@ describe('a provider API that holds a pass hostage', () => {
       response.once('close', () => clearInterval(timer))
     })
     const started = Date.now()
-    const report = await runBackfillPass({ sql: running.database.sql, logger }, sourceOf('trickle'))
+    let hangCheck: NodeJS.Timeout | undefined
+    // A hang check, not a timing: if the pass never ends, say where its requests stood.
+    const hung = new Promise<never>((_resolve, reject) => {
+      hangCheck = setTimeout(() => {
+        const since = (at: number | undefined) => (at === undefined ? 'open' : `${at - started} ms`)
+        const requests = trickle.requests.map(
+          (r) => `started ${since(r.startedAt)}, closed ${since(r.closedAt)}`,
+        )
+        reject(new Error(`the pass did not end within 40 s; its requests: ${requests.join('; ')}`))
+      }, 40_000)
+    })
+    const report = await Promise.race([
+      runBackfillPass({ sql: running.database.sql, logger }, sourceOf('trickle')),
+      hung,
+    ]).finally(() => clearTimeout(hangCheck))
     const seconds = (Date.now() - started) / 1000
 
     expect(report.error).toEqual({
