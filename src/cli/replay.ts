@@ -17,7 +17,7 @@ interface Delivery {
 }
 
 const REQUEST_TIMEOUT_MS = 30_000
-/** hookledger answers a delivery with a few hundred bytes of JSON; more is not an answer of its. */
+/** hookledger answers a delivery with a few hundred bytes of JSON: a longer answer is not its own. */
 const MAX_ANSWER_BYTES = 64 * 1024
 
 /**

@@ -4,7 +4,6 @@ import { join } from 'node:path'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { inspectRedis, watchRedis } from '../../src/queue/redis-health.js'
-import { buildConfig } from '../../src/service/config.js'
 import { type Child, startChild } from '../support/child.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
 import { deliverEvent, deliverSigned, forwardsOf, notDoneYet } from '../support/delivery.js'
@@ -261,19 +260,9 @@ describe('a Redis that stops answering', () => {
     const ownDatabase = await createTestDatabase()
     const redis = await startRedisServer()
     const sink = await startSink(() => ({ status: 200 }))
-    const config = buildConfig(
-      {
-        sources: [
-          {
-            id: 'acme',
-            verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
-            routes: [{ id: 'sink', forward: { url: sink.url } }],
-          },
-        ],
-        worker: FAST_WORKER,
-        relay: FAST_RELAY,
-      },
-      () => undefined,
+    const config = testConfig(
+      { worker: FAST_WORKER, relay: FAST_RELAY },
+      { handler: { type: 'forward', url: sink.url } },
     )
     const start = (role: 'api' | 'worker') =>
       startTestService({ role, config, database: ownDatabase, redisUrl: redis.url })
