@@ -19,6 +19,15 @@ export interface Metrics {
   /** Handler attempts, by source and result. */
   attempts: client.Counter<'source' | 'result'>
   /**
+   * Attempts to make a Redis connection again, by connection (`producer`, `worker`, `guard`): Redis
+   * closed it, went away, or the path to it went silent past the connection's limit.
+   */
+  redisReconnects: client.Counter<'connection'>
+  /** Reads of a gauge (`addGauge`) that failed at a scrape: the gauge had no samples in that scrape. */
+  gaugeReadFailures: client.Counter<'gauge'>
+  /** Told of a gauge's failed read, at most once a minute per gauge (for the log). */
+  gaugeReadFailed(gauge: string, error: unknown): void
+  /**
    * The registry in Prometheus's text format, shared: scrapes that arrive while one is being built
    * wait for it, and its result serves every scrape for SCRAPE_CACHE_MS after, so any number of
    * scrapers cost the ledger one round of gauge queries per interval.
@@ -27,14 +36,19 @@ export interface Metrics {
 }
 
 export const SCRAPE_CACHE_MS = 1000
+const GAUGE_FAILURE_TOLD_EVERY_MS = 60_000
 
 /**
  * One registry per app instance (never the global one), so tests and several services in one
  * process each count their own. Gauges that read the ledger or the queue are added by the caller
  * with `addGauge`, and run only when /metrics is scraped.
  */
-export function createMetrics(): Metrics {
+export function createMetrics(
+  /** Where a gauge's failed read is told (the process's log); at most once a minute per gauge. */
+  onGaugeReadFailure: (gauge: string, error: unknown) => void = () => {},
+): Metrics {
   const registry = new client.Registry()
+  const toldAt = new Map<string, number>()
   // The default metrics are already named process_… and nodejs_…: the prefix only adds the project.
   client.collectDefaultMetrics({ register: registry, prefix: 'hookledger_' })
   return {
@@ -53,6 +67,23 @@ export function createMetrics(): Metrics {
       buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600],
       registers: [registry],
     }),
+    redisReconnects: new client.Counter({
+      name: 'hookledger_redis_reconnects_total',
+      help: 'Attempts to make a Redis connection again (closed, gone, or silent past its limit), by connection',
+      labelNames: ['connection'],
+      registers: [registry],
+    }),
+    gaugeReadFailed(gauge, error) {
+      if (Date.now() - (toldAt.get(gauge) ?? Number.NEGATIVE_INFINITY) < GAUGE_FAILURE_TOLD_EVERY_MS) return
+      toldAt.set(gauge, Date.now())
+      onGaugeReadFailure(gauge, error)
+    },
+    gaugeReadFailures: new client.Counter({
+      name: 'hookledger_gauge_read_failures_total',
+      help: 'Scrapes at which a gauge could not be read (its store down or silent): that scrape had no samples of it',
+      labelNames: ['gauge'],
+      registers: [registry],
+    }),
     attempts: new client.Counter({
       name: 'hookledger_handler_attempts_total',
       help: 'Handler attempts, by source and result (done, error)',
@@ -62,7 +93,13 @@ export function createMetrics(): Metrics {
   }
 }
 
-/** A gauge whose values are read on scrape: `read` returns one value per label set. */
+/**
+ * A gauge whose values are read on scrape: `read` returns one value per label set. A read that fails
+ * leaves the gauge without samples in that scrape and counts the failure
+ * (`hookledger_gauge_read_failures_total`), rather than failing the whole scrape: during an outage of
+ * Redis or PostgreSQL, /metrics still serves the counters, the process metrics and every gauge whose
+ * store answers — `hookledger_events_unqueued` is read from PostgreSQL while Redis is down.
+ */
 export function addGauge<Label extends string>(
   metrics: Metrics,
   options: {
@@ -79,7 +116,15 @@ export function addGauge<Label extends string>(
     registers: [metrics.registry],
     async collect() {
       this.reset()
-      for (const { labels, value } of await options.read()) this.set(labels, value)
+      let samples: Awaited<ReturnType<typeof options.read>>
+      try {
+        samples = await options.read()
+      } catch (error) {
+        metrics.gaugeReadFailures.inc({ gauge: options.name })
+        metrics.gaugeReadFailed(options.name, error)
+        return
+      }
+      for (const { labels, value } of samples) this.set(labels, value)
     },
   })
 }

@@ -4,7 +4,7 @@ import type { Logger } from '../logger.js'
 import { addGauge, type Metrics } from '../metrics.js'
 import type { EventInvoker } from '../outbound/event-handler.js'
 import type { JobQueue } from '../queue/backend.js'
-import { guardConnection } from '../queue/connections.js'
+import { guardConnection, type OnReconnect } from '../queue/connections.js'
 import { type ProcessEventData, processEventLaterJob } from '../queue/jobs.js'
 import { disabledRoutesView } from './disabled-routes.js'
 import type { FanOutDependencies } from './fan-out.js'
@@ -46,7 +46,12 @@ export function startDeliveryControl(deps: {
   const guard: DestinationGuard =
     deps.redisUrl === undefined
       ? createMemoryGuard(logger, deps.events)
-      : createRedisGuard(quietConnection(deps.redisUrl), deps.queuePrefix, logger, deps.events)
+      : createRedisGuard(
+          quietConnection(deps.redisUrl, () => deps.metrics.redisReconnects.inc({ connection: 'guard' })),
+          deps.queuePrefix,
+          logger,
+          deps.events,
+        )
   const destinations = [...config.sources.values()].flatMap((source) =>
     deliveryRoutesOf(source.config).flatMap((route) =>
       route.forward === undefined
@@ -110,8 +115,8 @@ export function startDeliveryControl(deps: {
   }
 }
 
-function quietConnection(url: string) {
-  const connection = guardConnection(url)
+function quietConnection(url: string, onReconnect: OnReconnect) {
+  const connection = guardConnection(url, onReconnect)
   // Reconnects are logged by the worker's own connection; an unhandled 'error' would end the process.
   connection.on('error', () => {})
   return connection

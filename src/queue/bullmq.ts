@@ -11,10 +11,16 @@ import { inspectRedis } from './redis-health.js'
  * connection serves every queue (it fails fast, see connections.ts); each processor has its own
  * blocking consumer connection, as BullMQ requires.
  */
-export function createBullmqBackend(options: { url: string; prefix: string; logger: Logger }): BullmqBackend {
-  const { url, prefix } = options
+export function createBullmqBackend(options: {
+  url: string
+  prefix: string
+  logger: Logger
+  /** Told at each attempt to make a connection again: the producer's, or a worker's (its blocking one too). */
+  onReconnect?: (connection: 'producer' | 'worker') => void
+}): BullmqBackend {
+  const { url, prefix, onReconnect } = options
   const unrouteWarnings = routeBullmqWarnings(options.logger)
-  const producer = producerConnection(url)
+  const producer = producerConnection(url, () => onReconnect?.('producer'))
   producer.on('error', () => {}) // reported by readiness and by the enqueue that fails
   const queues: Queue[] = []
   const consumers: RedisConnection[] = []
@@ -34,7 +40,8 @@ export function createBullmqBackend(options: { url: string; prefix: string; logg
     },
     process<D>(name: string, processor: Processor<D>, options: ProcessOptions) {
       const { concurrency, stalled, onError, onFailed } = options
-      const connection = consumerConnection(url)
+      // BullMQ's blocking connection is a duplicate of this one: its options, this count included.
+      const connection = consumerConnection(url, () => onReconnect?.('worker'))
       connection.on('error', () => {})
       consumers.push(connection)
       const worker = new Worker<D, unknown, string>(

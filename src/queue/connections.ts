@@ -23,7 +23,12 @@ interface ConnectionSettings {
    * socket open: without this its commands would wait for TCP keepalive, over two hours by default.
    */
   silentSocketMs: number
+  /** Told at each attempt to make the connection again (not at the first connect). */
+  onReconnect?: (() => void) | undefined
 }
+
+/** Where a process counts its connections made again (`hookledger_redis_reconnects_total`). */
+export type OnReconnect = () => void
 
 /**
  * How long a connection that owes Redis's answers may hear nothing before it is made again. Redis
@@ -46,6 +51,38 @@ const BLOCKING_SILENT_SOCKET_MS = 10_000 + 1000 + SILENT_SOCKET_MS
  * reconnect on their own, it rebuilds them from the cluster's slot map.
  */
 function connect(url: string, settings: ConnectionSettings): RedisConnection {
+  const connection = open(url, settings)
+  const { onReconnect } = settings
+  if (onReconnect !== undefined) countReconnects(connection, onReconnect)
+  return connection
+}
+
+/**
+ * Wraps the connection's reconnect strategy, whatever it is (ioredis's default, or a bounded one), so
+ * that each attempt that goes ahead is told. It is the option, not a listener: BullMQ's worker makes
+ * its blocking connection as a duplicate of the one it is given, with its options and no listeners.
+ * A cluster client reconnects as a whole only once it lost every node; a node it drops and makes
+ * again from the slot map (a master gone silent, a failover) is not counted.
+ */
+function countReconnects(connection: RedisConnection, onReconnect: OnReconnect): void {
+  const counted =
+    <A extends unknown[], R>(strategy: (...args: A) => R) =>
+    (...args: A): R => {
+      const delayMs = strategy(...args)
+      if (typeof delayMs === 'number') onReconnect()
+      return delayMs
+    }
+  // None: the connection never reconnects, and there is nothing to count.
+  if (connection instanceof Cluster) {
+    const strategy = connection.options.clusterRetryStrategy
+    if (strategy) connection.options.clusterRetryStrategy = counted(strategy)
+  } else {
+    const strategy = connection.options.retryStrategy
+    if (strategy) connection.options.retryStrategy = counted(strategy)
+  }
+}
+
+function open(url: string, settings: ConnectionSettings): RedisConnection {
   const target = parseRedisUrl(url)
   const { reconnectAttempts } = settings
   const giveUp =
@@ -87,8 +124,9 @@ function connect(url: string, settings: ConnectionSettings): RedisConnection {
  * For the HTTP path: fails fast and queues nothing while disconnected, so a dead Redis can never
  * delay or fail a 200 that the ledger commit already earned. The relay enqueues what it missed.
  */
-export function producerConnection(url: string): RedisConnection {
+export function producerConnection(url: string, onReconnect?: OnReconnect): RedisConnection {
   return connect(url, {
+    onReconnect,
     maxRetriesPerRequest: 1,
     enableOfflineQueue: false,
     connectTimeout: 2000,
@@ -106,8 +144,9 @@ export function producerConnection(url: string): RedisConnection {
  * one unanswered for a second means Redis stopped answering, and the delivery waits (as when Redis
  * is down) instead of holding its worker slot until the connection is given up.
  */
-export function guardConnection(url: string): RedisConnection {
+export function guardConnection(url: string, onReconnect?: OnReconnect): RedisConnection {
   return connect(url, {
+    onReconnect,
     maxRetriesPerRequest: 1,
     enableOfflineQueue: false,
     connectTimeout: 2000,
@@ -120,8 +159,9 @@ export function guardConnection(url: string): RedisConnection {
 export const GUARD_COMMAND_TIMEOUT_MS = 1000
 
 /** For workers and the relay: waits for Redis as long as it takes (BullMQ requires null retries). */
-export function consumerConnection(url: string): RedisConnection {
+export function consumerConnection(url: string, onReconnect?: OnReconnect): RedisConnection {
   return connect(url, {
+    onReconnect,
     maxRetriesPerRequest: null,
     enableOfflineQueue: true,
     connectTimeout: 5000,

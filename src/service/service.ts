@@ -178,10 +178,18 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     }
   }
 
+  const metrics = createMetrics((gauge, error) =>
+    logger.warn({ err: error, gauge }, `/metrics: gauge ${gauge} could not be read; scrapes leave it out`),
+  )
   const backend: QueueBackend =
     env.REDIS_URL === undefined
       ? createInProcessBackend()
-      : createBullmqBackend({ url: env.REDIS_URL, prefix: queuePrefix, logger })
+      : createBullmqBackend({
+          url: env.REDIS_URL,
+          prefix: queuePrefix,
+          logger,
+          onReconnect: (connection) => metrics.redisReconnects.inc({ connection }),
+        })
   const redisWatch =
     backend.kind === 'bullmq'
       ? watchRedis({ inspect: () => backend.inspect(), logger, intervalMs: REDIS_CHECK_MS })
@@ -215,7 +223,6 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     tools: options.tools ?? [],
   })
 
-  const metrics = createMetrics()
   // Off unless an OTLP endpoint is set: then the SDK is loaded, and flushed last by close().
   const tracing = await startTracing(tracingSettings(env))
   if (tracing.enabled) {

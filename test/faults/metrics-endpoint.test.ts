@@ -146,6 +146,39 @@ describe('/metrics scrapes', () => {
       .toBe(2)
   })
 
+  it('leave out a gauge whose store does not answer, count it, and still serve the rest', async () => {
+    const told: string[] = []
+    const metrics = createMetrics((gauge, error) => told.push(`${gauge}: ${(error as Error).message}`))
+    addGauge(metrics, {
+      name: 'test_queue_jobs',
+      help: 'a gauge read from a store that is down',
+      labelNames: ['state'],
+      read: () => Promise.reject(new Error('Connection is closed.')),
+    })
+    addGauge(metrics, {
+      name: 'test_events',
+      help: 'a gauge read from a store that answers',
+      labelNames: [],
+      read: async () => [{ labels: {}, value: 7 }],
+    })
+    const first = await metrics.scrape()
+    expect(first).toMatch(/^test_events 7$/m)
+    expect(first).not.toMatch(/^test_queue_jobs/m)
+    await expect
+      .poll(
+        async () =>
+          (await metrics.scrape()).match(
+            /^hookledger_gauge_read_failures_total\{gauge="test_queue_jobs"\} (\d+)/m,
+          )?.[1],
+        {
+          timeout: 5000,
+        },
+      )
+      .toMatch(/^[1-9]\d*$/)
+    // Told once, not at every scrape.
+    expect(told).toEqual(['test_queue_jobs: Connection is closed.'])
+  })
+
   it('want METRICS_TOKEN as a bearer token when it is set', async () => {
     const running = await startTestService({
       database,

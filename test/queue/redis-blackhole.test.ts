@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { buildConfig } from '../../src/service/config.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { deliverSigned, forwardsOf, notDoneYet } from '../support/delivery.js'
+import { deliverSigned, forwardsOf, metricLine, notDoneYet } from '../support/delivery.js'
 import { startRedisServer } from '../support/redis-server.js'
 import { FAST_RELAY, FAST_WORKER, startTestService, type TestService } from '../support/service.js'
 import { TEST_SECRET } from '../support/signing.js'
@@ -78,6 +78,21 @@ describe('a Redis whose network path drops every open connection without a word'
     proxy.forward()
     await expect.poll(() => notDoneYet(database.sql, during), { timeout: 40_000, interval: 500 }).toEqual([])
     for (const eventId of [...before, ...during]) expect(forwardsOf(sink, eventId)).toBe(1)
+
+    // Each connection made again is counted, so an operator sees a path that drops flows.
+    const reconnects = async (service: TestService | undefined, connection: string) =>
+      Number(
+        (
+          await metricLine(
+            service?.url ?? '',
+            `hookledger_redis_reconnects_total{connection="${connection}"}`,
+          )
+        )
+          ?.split(' ')
+          .at(-1) ?? 0,
+      )
+    expect(await reconnects(api, 'producer')).toBeGreaterThanOrEqual(1)
+    expect(await reconnects(services[1], 'worker')).toBeGreaterThanOrEqual(1)
   }, 90_000)
 
   it('a shutdown ends within its deadlines, not after each of them in turn', async () => {

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { inspectRedis, watchRedis } from '../../src/queue/redis-health.js'
 import { type Child, startChild } from '../support/child.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { deliverEvent, deliverSigned, forwardsOf, notDoneYet } from '../support/delivery.js'
+import { deliverEvent, deliverSigned, forwardsOf, metricLine, notDoneYet } from '../support/delivery.js'
 import { captureLogs } from '../support/log-capture.js'
 import { startRedisServer } from '../support/redis-server.js'
 import { FAST_RELAY, FAST_WORKER, startTestService } from '../support/service.js'
@@ -296,6 +296,20 @@ describe('a Redis that stops answering', () => {
       const during = ['evt_outage_1', 'evt_outage_2', 'evt_outage_3']
       for (const eventId of during) expect((await deliverSigned(api.url, 'acme', eventId)).status).toBe(200)
       expect(await notDoneYet(ownDatabase.sql, during)).toEqual(during)
+
+      // /metrics still answers with what its stores can say: the queue's jobs are left out and the
+      // failed read counted; the ledger's gauges (the gap the relay will close among them) are there.
+      const scrape = await fetch(`${api.url}/metrics`)
+      expect(scrape.status).toBe(200)
+      const text = await scrape.text()
+      expect(text).toMatch(/^hookledger_events_unqueued \d+$/m)
+      expect(text).toMatch(/^hookledger_events\{source="acme",status="pending"\} 3$/m)
+      expect(text).not.toMatch(/^hookledger_queue_jobs\{/m)
+      await expect
+        .poll(() =>
+          metricLine(api.url, 'hookledger_gauge_read_failures_total{gauge="hookledger_queue_jobs"}'),
+        )
+        .toMatch(/ [1-9]\d*$/)
 
       // Started during the outage, it never reached Redis: not ready, so a rollout waits for it.
       const newcomer = await start('api')
