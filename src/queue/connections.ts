@@ -24,7 +24,7 @@ interface ConnectionSettings {
    */
   silentSocketMs: number
   /** Told at each attempt to make the connection again (not at the first connect). */
-  onReconnect?: (() => void) | undefined
+  onReconnect?: OnReconnect | undefined
 }
 
 /** Where a process counts its connections made again (`hookledger_redis_reconnects_total`). */
@@ -44,12 +44,7 @@ const SILENT_SOCKET_MS = 5000
  */
 const BLOCKING_SILENT_SOCKET_MS = 10_000 + 1000 + SILENT_SOCKET_MS
 
-/**
- * The one place a Redis connection is made. On a cluster the per-command settings go to each node's
- * connection (`redisOptions`, where BullMQ also looks for `maxRetriesPerRequest`), and the offline
- * queue and reconnects to the cluster client, which owns them: its node connections never
- * reconnect on their own, it rebuilds them from the cluster's slot map.
- */
+/** The one place a Redis connection is made: opened, and its reconnects counted when asked. */
 function connect(url: string, settings: ConnectionSettings): RedisConnection {
   const connection = open(url, settings)
   const { onReconnect } = settings
@@ -82,6 +77,12 @@ function countReconnects(connection: RedisConnection, onReconnect: OnReconnect):
   }
 }
 
+/**
+ * On a cluster the per-command settings go to each node's connection (`redisOptions`, where BullMQ
+ * also looks for `maxRetriesPerRequest`), and the offline queue and reconnects to the cluster client,
+ * which owns them: its node connections never reconnect on their own, it rebuilds them from the
+ * cluster's slot map.
+ */
 function open(url: string, settings: ConnectionSettings): RedisConnection {
   const target = parseRedisUrl(url)
   const { reconnectAttempts } = settings
