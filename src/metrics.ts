@@ -23,9 +23,11 @@ export interface Metrics {
    * closed it, went away, or the path to it went silent past the connection's limit.
    */
   redisReconnects: client.Counter<'connection'>
-  /** Reads of a gauge (`addGauge`) that failed at a scrape: the gauge had no samples in that scrape. */
-  gaugeReadFailures: client.Counter<'gauge'>
-  /** Told of a gauge's failed read, at most once a minute per gauge (for the log). */
+  /**
+   * A gauge's read failed at a scrape (`addGauge`), which then had no samples of it: counted in
+   * `hookledger_gauge_read_failures_total`, and told to createMetrics' caller at most once a minute
+   * per gauge.
+   */
   gaugeReadFailed(gauge: string, error: unknown): void
   /**
    * The registry in Prometheus's text format, shared: scrapes that arrive while one is being built
@@ -49,6 +51,12 @@ export function createMetrics(
 ): Metrics {
   const registry = new client.Registry()
   const toldAt = new Map<string, number>()
+  const gaugeReadFailures = new client.Counter({
+    name: 'hookledger_gauge_read_failures_total',
+    help: 'Scrapes at which a gauge could not be read (its store down or silent): that scrape had no samples of it',
+    labelNames: ['gauge'],
+    registers: [registry],
+  })
   // The default metrics are already named process_… and nodejs_…: the prefix only adds the project.
   client.collectDefaultMetrics({ register: registry, prefix: 'hookledger_' })
   return {
@@ -74,16 +82,11 @@ export function createMetrics(
       registers: [registry],
     }),
     gaugeReadFailed(gauge, error) {
+      gaugeReadFailures.inc({ gauge })
       if (Date.now() - (toldAt.get(gauge) ?? Number.NEGATIVE_INFINITY) < GAUGE_FAILURE_TOLD_EVERY_MS) return
       toldAt.set(gauge, Date.now())
       onGaugeReadFailure(gauge, error)
     },
-    gaugeReadFailures: new client.Counter({
-      name: 'hookledger_gauge_read_failures_total',
-      help: 'Scrapes at which a gauge could not be read (its store down or silent): that scrape had no samples of it',
-      labelNames: ['gauge'],
-      registers: [registry],
-    }),
     attempts: new client.Counter({
       name: 'hookledger_handler_attempts_total',
       help: 'Handler attempts, by source and result (done, error)',
@@ -120,7 +123,6 @@ export function addGauge<Label extends string>(
       try {
         samples = await options.read()
       } catch (error) {
-        metrics.gaugeReadFailures.inc({ gauge: options.name })
         metrics.gaugeReadFailed(options.name, error)
         return
       }
