@@ -39,6 +39,8 @@ export interface LedgerOptions {
   statementTimeoutMs?: number
   /** A session idle in a transaction this long is ended by the server (its locks with it). */
   idleInTransactionMs?: number
+  /** The server's keepalive on this pool's sessions (SERVER_KEEPALIVE unless a test shortens it). */
+  serverKeepalive?: typeof SERVER_KEEPALIVE
   /**
    * False: `genericPlans` is the pool, as behind PgBouncer (the service's choice for a ledger of
    * more than GENERIC_PLAN_MAX_PERIODS periods: usesGenericPlans). Default true.
@@ -55,6 +57,22 @@ export const DEFAULT_IDLE_IN_TRANSACTION_MS = 40_000
  * idle connection whose host is gone is closed ~15 s later instead of failing the next statement.
  */
 const KEEP_ALIVE_SECONDS = 5
+/**
+ * The server's side of the same: PostgreSQL probes a session idle this many seconds, every
+ * `interval`, `count` times, then ends it; and one whose data goes unacknowledged that long in all
+ * (`tcp_user_timeout`: an answer sent into the silence, which keepalive never probes) is ended too. A
+ * session whose client vanished behind a silent path (a NAT or firewall that dropped the flow:
+ * neither a reset nor a FIN reaches the server) otherwise keeps its connection slot until the
+ * server's default keepalive gives up, over two hours (or ~15 minutes of retransmissions), while
+ * the pools open new connections beside it: after one such outage a deployment holds twice its
+ * budget, and the next reconnect meets max_connections ("sorry, too many clients already").
+ */
+export const SERVER_KEEPALIVE = { idleSeconds: 10, intervalSeconds: 5, count: 3 }
+
+/** How long the server waits on a silent client, idle or not: 25 s with SERVER_KEEPALIVE. */
+export function serverGivesUpAfterMs(keepalive: typeof SERVER_KEEPALIVE): number {
+  return (keepalive.idleSeconds + keepalive.intervalSeconds * keepalive.count) * 1000
+}
 
 /** Connections the api's claims, the admin pages and the agents' API share (claims are batched). */
 const API_CONNECTIONS = 10
@@ -158,9 +176,15 @@ export function openLedger(url: string, options: LedgerOptions = {}): Ledger {
   const statementTimeoutMs = options.statementTimeoutMs ?? DEFAULT_STATEMENT_TIMEOUT_MS
   const idleInTransactionMs = options.idleInTransactionMs ?? DEFAULT_IDLE_IN_TRANSACTION_MS
   const target = ledgerTarget(url)
-  const serverDeadlines = {
+  const keepalive = options.serverKeepalive ?? SERVER_KEEPALIVE
+  // Sent in the startup packet: each session has them from its first statement, at no round trip.
+  const sessionSettings = {
     statement_timeout: statementTimeoutMs,
     idle_in_transaction_session_timeout: idleInTransactionMs,
+    tcp_keepalives_idle: keepalive.idleSeconds,
+    tcp_keepalives_interval: keepalive.intervalSeconds,
+    tcp_keepalives_count: keepalive.count,
+    tcp_user_timeout: serverGivesUpAfterMs(keepalive),
   }
   const open = (max: number, name: string, settings: Record<string, string | number>) =>
     postgres(target.url, {
@@ -173,15 +197,16 @@ export function openLedger(url: string, options: LedgerOptions = {}): Ledger {
       backoff: reconnectDelaySeconds,
       onnotice: () => {},
       prepare: !target.pgbouncer,
-      // PgBouncer refuses a startup packet carrying settings it does not track (statement_timeout).
+      // PgBouncer refuses a startup packet carrying settings it does not track (statement_timeout);
+      // its own keepalive settings (tcp_keepidle, tcp_keepintvl, tcp_keepcnt) cover the sessions it holds.
       connection: { application_name: name, ...(target.pgbouncer ? {} : settings) },
     })
-  const sql = open(options.max ?? 20, 'hookledger', serverDeadlines)
+  const sql = open(options.max ?? 20, 'hookledger', sessionSettings)
   const generic =
     connectionsBesidePool(url, options.genericPlans ?? true) === 0
       ? sql
       : open(GENERIC_PLAN_CONNECTIONS, 'hookledger generic plans', {
-          ...serverDeadlines,
+          ...sessionSettings,
           plan_cache_mode: 'force_generic_plan',
         })
   const perTransaction = (pool: postgres.Sql, timeoutMs: number) =>
