@@ -1,4 +1,5 @@
 // The soak's end: wait (bounded) for the backlog to drain, then the checks, each a verdict.
+import { connectionsBesidePool, ledgerPoolSize } from '../src/db/client.js'
 import type { DoctorReport } from '../src/doctor/run.js'
 import type { SoakDestination } from './destination.js'
 import { cli } from './faults.js'
@@ -34,6 +35,49 @@ export interface Drain {
 }
 
 const DRAIN_SAMPLE_MS = 5000
+
+/**
+ * The service's PostgreSQL sessions on the soak's database, sampled every second while the soak
+ * runs: a fault that leaves sessions behind (a pool that opens new connections beside ones it never
+ * closes) shows as a peak above what the processes may hold, before it shows as "too many clients".
+ */
+export interface SessionWatch {
+  peak(): number
+  stop(): void
+}
+
+export function watchSessions(stack: Stack): SessionWatch {
+  let peak = 0
+  const timer = setInterval(() => {
+    stack.database.sql<{ n: number }[]>`
+      select count(*)::int as n from pg_stat_activity
+      where datname = current_database() and application_name like 'hookledger%'`.then(
+      ([row]) => {
+        peak = Math.max(peak, row?.n ?? 0)
+      },
+      () => {},
+    )
+  }, 1000)
+  return { peak: () => peak, stop: () => clearInterval(timer) }
+}
+
+/** What 1 api and 2 worker processes may hold: each one's pool and its generic-plan connections. */
+function sessionBudget(stack: Stack): number {
+  const beside = connectionsBesidePool(stack.env.DATABASE_URL ?? '', true)
+  const api = ledgerPoolSize({
+    configured: undefined,
+    runsApi: true,
+    runsWorker: false,
+    workerConcurrency: 0,
+  })
+  const worker = ledgerPoolSize({
+    configured: undefined,
+    runsApi: false,
+    runsWorker: true,
+    workerConcurrency: stack.workerConcurrency,
+  })
+  return api + beside + 2 * (worker + beside)
+}
 
 export async function waitForDrain(
   stack: Stack,
@@ -73,8 +117,15 @@ export async function runChecks(
   stats: LoadStats,
   destination: SoakDestination,
   agentKeys: readonly string[],
+  sessions: SessionWatch,
 ): Promise<Verdict[]> {
   const verdicts: Verdict[] = []
+  const budget = sessionBudget(stack)
+  verdicts.push({
+    name: "the service's PostgreSQL sessions stayed within its processes' pools",
+    ok: sessions.peak() <= budget,
+    detail: `peak ${sessions.peak()} of ${budget} (1 api + 2 workers), sampled every second`,
+  })
   const lost = [...stats.answered200].filter((id) => !destination.taken.has(id))
   verdicts.push({
     name: 'every delivery answered 200 was forwarded',

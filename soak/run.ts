@@ -6,7 +6,7 @@
 //   SOAK_RATE: deliveries per second (default 50)
 // Every loop is bounded in count and time; all traffic stays on 127.0.0.1; everything it started is
 // stopped and removed at the end, also on a failure or Ctrl-C.
-import { runChecks, type Verdict, waitForDrain } from './checks.js'
+import { runChecks, type Verdict, waitForDrain, watchSessions } from './checks.js'
 import { startSoakDestination } from './destination.js'
 import { FAULT_NAMES, type Faults, runFaults } from './faults.js'
 import { startLoad } from './load.js'
@@ -48,6 +48,8 @@ async function main(): Promise<boolean> {
   cleanups.push(() => destination.close())
   const stack: Stack = await startStack(destination.url)
   cleanups.push(() => stack.close())
+  const sessions = watchSessions(stack)
+  cleanups.push(async () => sessions.stop())
   // Spacing: each fault about twice at the default length; never closer than 4 s.
   const spacingMs = Math.max(4000, Math.floor((SECONDS * 1000) / (FAULT_NAMES.length * 2 + 1)))
   console.log(
@@ -71,7 +73,8 @@ async function main(): Promise<boolean> {
   const retriesSeconds = (Date.now() - faultsEnded) / 1000
   const drain = await waitForDrain(stack, load.stats, destination, DRAIN_TIMEOUT_MS)
   const drainSeconds = (Date.now() - faultsEnded) / 1000
-  const verdicts: Verdict[] = await runChecks(stack, load.stats, destination, faults.agentKeys)
+  sessions.stop()
+  const verdicts: Verdict[] = await runChecks(stack, load.stats, destination, faults.agentKeys, sessions)
   verdicts.unshift({
     name: 'backlog drained',
     ok: drain.ms !== undefined,

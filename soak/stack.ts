@@ -14,6 +14,7 @@ import { SOAK_SECRET } from './load.js'
 export const SOURCE = 'soak'
 export const ROUTE = 'main'
 const ENTRY = ['bin/hookledger.js', 'serve', '--role']
+const WORKER_CONCURRENCY = 16
 
 type Redis = Awaited<ReturnType<typeof startRedisServer>>
 
@@ -23,6 +24,7 @@ export interface Stack {
   redisUrl: string
   prefix: string
   agentToken: string
+  workerConcurrency: number
   /** The environment of the service and of the CLI (the CLI goes through the proxy too). */
   env: Record<string, string>
   apiUrl(): string
@@ -65,7 +67,7 @@ export async function startStack(destinationUrl: string): Promise<Stack> {
         ],
         // Retries, takeovers and rechecks within the soak's patience, not production's.
         worker: {
-          concurrency: 16,
+          concurrency: WORKER_CONCURRENCY,
           maxAttempts: 20,
           backoffBaseMs: 200,
           backoffMaxMs: 4000,
@@ -107,6 +109,7 @@ export async function startStack(destinationUrl: string): Promise<Stack> {
       redisUrl: redis.url,
       prefix,
       agentToken,
+      workerConcurrency: WORKER_CONCURRENCY,
       env,
       apiUrl: () => api.url,
       async killApi() {

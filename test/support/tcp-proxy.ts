@@ -17,11 +17,16 @@ export interface TcpProxy {
   /**
    * A true blackhole: live connections stay open and their bytes, both ways, are swallowed from now
    * on (also after `forward()`: those flows are dead, as behind a NAT that lost them), and neither
-   * side hears of the other closing; new connections are accepted and never forwarded until
-   * `forward()`. Returns how many live connections it swallowed.
+   * side hears of the other closing while it lasts; new connections are accepted and never
+   * forwarded until `forward()`. Returns how many live connections it swallowed.
    */
   blackhole(): number
-  /** New connections are forwarded again. */
+  /**
+   * New connections are forwarded again. A swallowed flow whose client has closed (now, or later)
+   * has its server side closed too: once the path is back, the server's next keepalive probe on it
+   * reaches a host that no longer knows the flow and is answered with a reset. Without this, each
+   * blackhole would leave its flows' server sessions open for ever, which no network does.
+   */
   forward(): void
   /** Connections made through the proxy so far. */
   connections(): number
@@ -30,6 +35,8 @@ export interface TcpProxy {
 
 interface Flow {
   swallowed: boolean
+  clientClosed: boolean
+  upstream: Socket
 }
 
 export async function startTcpProxy(target = { host: '127.0.0.1', port: 5432 }): Promise<TcpProxy> {
@@ -53,7 +60,7 @@ export async function startTcpProxy(target = { host: '127.0.0.1', port: 5432 }):
     }
     const upstream = createConnection(target)
     track(upstream)
-    const flow: Flow = { swallowed: false }
+    const flow: Flow = { swallowed: false, clientClosed: false, upstream }
     flows.add(flow)
     // By hand rather than pipe(): a swallowed flow keeps reading (and dropping) on both sides.
     client.on('data', (chunk: Buffer) => {
@@ -63,8 +70,11 @@ export async function startTcpProxy(target = { host: '127.0.0.1', port: 5432 }):
       if (!flow.swallowed) client.write(chunk)
     })
     client.once('close', () => {
-      flows.delete(flow)
-      if (!flow.swallowed) upstream.destroy()
+      flow.clientClosed = true
+      if (!flow.swallowed || mode === 'forward') {
+        flows.delete(flow)
+        upstream.destroy()
+      }
     })
     upstream.once('close', () => {
       if (!flow.swallowed) client.destroy()
@@ -99,6 +109,12 @@ export async function startTcpProxy(target = { host: '127.0.0.1', port: 5432 }):
     },
     forward() {
       mode = 'forward'
+      for (const flow of flows) {
+        if (flow.swallowed && flow.clientClosed) {
+          flows.delete(flow)
+          flow.upstream.destroy()
+        }
+      }
     },
     connections: () => accepted,
     close() {
