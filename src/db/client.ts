@@ -291,6 +291,17 @@ export async function pingLedger(client: postgres.Sql): Promise<void> {
   await client`select 1`
 }
 
+/**
+ * The same round trip for a process that writes (readiness): false when the ledger's transactions
+ * are read-only (a standby, or default_transaction_read_only), as none of its work could be written.
+ */
+export async function ledgerTakesWrites(client: postgres.Sql): Promise<boolean> {
+  const [row] = await client<
+    { readOnly: string }[]
+  >`select current_setting('transaction_read_only') as "readOnly"`
+  return row?.readOnly !== 'on'
+}
+
 /** One view of the pool per part of the process, each with that part's statement deadline. */
 export function scopeLedger<S extends string>(
   ledger: Ledger,
@@ -324,6 +335,14 @@ export function postgresErrorCode(error: unknown): string | undefined {
   return undefined
 }
 
+/**
+ * read_only_sql_transaction: the server answers but refuses every write, a standby reached after a
+ * failover (stale DNS, a virtual IP that moved late) or a database made read-only. It lasts until
+ * the server is writable, and a session opened meanwhile stays read-only for good: the patched
+ * driver ends a connection after such an answer, so the pool's next one can reach a writable server.
+ */
+const READ_ONLY_CODE = '25006'
+
 const CONNECTION_ERROR_CODES = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
@@ -350,6 +369,7 @@ const CONNECTION_ERROR_CODES = new Set([
   // PgBouncer's own errors: its server connection died ("server conn crashed?"), logging in to the
   // server is failing, or a client waited past query_wait_timeout.
   '08P01',
+  READ_ONLY_CODE,
 ])
 
 /**
@@ -369,4 +389,9 @@ export async function withLedgerDeadline<T>(promise: Promise<T>, ms: number): Pr
 export function isLedgerUnavailable(error: unknown): boolean {
   const code = postgresErrorCode(error)
   return code !== undefined && CONNECTION_ERROR_CODES.has(code)
+}
+
+/** True when the ledger answered but refuses writes (one kind of unavailable: see READ_ONLY_CODE). */
+export function isLedgerReadOnly(error: unknown): boolean {
+  return postgresErrorCode(error) === READ_ONLY_CODE
 }

@@ -3,7 +3,7 @@ import type { Span } from '@opentelemetry/api'
 import type { Source } from '../config/config.js'
 import type { RejectionCode } from '../config/verifier.js'
 import { type ClaimBatcher, MissingPartitionError } from '../db/claims.js'
-import { isLedgerUnavailable } from '../db/client.js'
+import { isLedgerReadOnly, isLedgerUnavailable } from '../db/client.js'
 import { storableText } from '../db/text.js'
 import type { HereLease } from '../queue/worker.js'
 import { traceparentOf } from '../tracing.js'
@@ -20,6 +20,8 @@ export type ReceiveOutcome =
   | { kind: 'rejected'; code: RejectionCode; message: string }
   | { kind: 'handshake'; body: unknown }
   | { kind: 'ledger_unavailable'; cause: unknown }
+  /** The ledger answers but refuses writes (a standby, a database made read-only). */
+  | { kind: 'ledger_read_only'; cause: unknown }
   /** No ledger partition for now (the partition keeper has not run): nothing was written. */
   | { kind: 'ledger_partition_missing'; cause: MissingPartitionError }
   /** The ledger cannot keep up: refused before the claim, so nothing was written (429, Retry-After). */
@@ -107,6 +109,7 @@ export async function receiveDelivery(
     // A claim given up on (its deadline) may still commit later: its row then waits for the relay's
     // orphan recovery once its lease has run out, as a row of a process that died would.
     here?.release()
+    if (isLedgerReadOnly(error)) return { kind: 'ledger_read_only', cause: error }
     if (isLedgerUnavailable(error)) return { kind: 'ledger_unavailable', cause: error }
     if (error instanceof MissingPartitionError) return { kind: 'ledger_partition_missing', cause: error }
     throw error

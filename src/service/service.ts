@@ -12,8 +12,8 @@ import {
   connectionsBesidePool,
   GENERIC_PLAN_MAX_PERIODS,
   ledgerPoolSize,
+  ledgerTakesWrites,
   openLedger,
-  pingLedger,
   scopeLedger,
 } from '../db/client.js'
 import { type EmbeddedPostgres, startEmbeddedPostgres } from '../db/embedded.js'
@@ -25,7 +25,7 @@ import { FORWARD_TOOL } from '../delivery/forward.js'
 import { resolveHandlers } from '../delivery/source-handlers.js'
 import { createFailpoints } from '../failpoints.js'
 import { createApp, createHealthApp } from '../http/app.js'
-import type { ReadinessCheck } from '../http/routes/health.js'
+import { NotReady, type ReadinessCheck } from '../http/routes/health.js'
 import { createBackpressure } from '../inbound/backpressure.js'
 import { checkDedupKeys } from '../inbound/dedup-key-drift.js'
 import { evidenceIntake } from '../inbound/evidence.js'
@@ -279,7 +279,16 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   })
   alerts?.start(delivery)
   const readiness: ReadinessCheck[] = [
-    { name: 'postgres', check: () => pingLedger(scopes.request.sql) },
+    {
+      name: 'postgres',
+      check: async () => {
+        if (!(await ledgerTakesWrites(scopes.request.sql))) {
+          throw new NotReady(
+            'read-only: the server refuses writes (a standby, or default_transaction_read_only)',
+          )
+        }
+      },
+    },
     redisWatch === undefined
       ? { name: 'queue', check: async () => {}, ok: 'in-process' }
       : redisReadiness(redisWatch, role),

@@ -20,6 +20,13 @@ export interface ReadinessCheck {
   degradedWhenFailing?: () => string | undefined
 }
 
+/** Thrown by a check to be not ready with a problem it names itself (fixed text, never a driver's). */
+export class NotReady extends Error {
+  constructor(readonly shown: string) {
+    super(shown)
+  }
+}
+
 const CHECK_TIMEOUT_MS = 2000
 
 function isDegraded(value: unknown): value is Degraded {
@@ -29,8 +36,9 @@ function isDegraded(value: unknown): value is Degraded {
 /**
  * `/healthz`: the process answers. `/readyz`: its stores answer too, so a balancer can route to it.
  * Both are anonymous, so a failing check shows only its name: the driver's text (host names, user
- * names, "password authentication failed …") goes to the log, never to the caller. A degraded check
- * shows the fixed text the check made itself (an evicting Redis), never a driver's.
+ * names, "password authentication failed …") goes to the log, never to the caller. A degraded check,
+ * or one that throws NotReady, shows the fixed text the check made itself (an evicting Redis, a
+ * read-only ledger), never a driver's.
  */
 export function healthRoutes(checks: readonly ReadinessCheck[], logger: Logger) {
   return new Hono()
@@ -50,7 +58,7 @@ export function healthRoutes(checks: readonly ReadinessCheck[], logger: Logger) 
             logger.warn({ err: error, check: name }, `readiness check '${name}' failed`)
             const degraded = degradedWhenFailing?.()
             if (degraded !== undefined) return [name, degraded, 'degraded'] as const
-            return [name, 'unavailable', 'unavailable'] as const
+            return [name, error instanceof NotReady ? error.shown : 'unavailable', 'unavailable'] as const
           }
         }),
       )

@@ -151,6 +151,13 @@ export function webhookRoutes(deps: WebhookRouteDependencies) {
           headers: { 'Retry-After': '5' },
           cause: outcome.cause,
         })
+      case 'ledger_read_only':
+        throw new ApiError(
+          503,
+          'ledger_read_only',
+          'the event ledger refuses writes (a standby, or a database made read-only); retry later',
+          { headers: { 'Retry-After': '5' }, cause: outcome.cause },
+        )
       case 'ledger_partition_missing':
         log().error({ err: outcome.cause }, 'claim refused: the ledger has no partition for now')
         throw new ApiError(
