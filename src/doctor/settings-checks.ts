@@ -8,7 +8,8 @@ const TRUE_WORDS = /^(t|tr|tru|true|on|y|ye|yes|1)$/i
 
 /**
  * PostgreSQL settings the ledger's promises rest on, as a session of this database sees them
- * (`ALTER DATABASE … SET` and role settings included): a commit that is not flushed before the 200
+ * (`ALTER DATABASE … SET` and role settings included): a read-only session (a standby, or
+ * default_transaction_read_only) takes no delivery at all; a commit that is not flushed before the 200
  * (synchronous_commit off) can be lost in a crash; without autovacuum, plans go stale as tables grow
  * (README "Autovacuum"), globally or per table (`autovacuum_enabled = false`); with JIT on, the
  * partitioned ledger's worker statements are compiled at every run (migration 0018).
@@ -18,6 +19,17 @@ export const postgresSettings: Check = {
   async run({ sql }) {
     const findings: Finding[] = []
     const settings = await serverSettings(sql, SETTINGS)
+    if (TRUE_WORDS.test(settings.get('transaction_read_only') ?? 'off')) {
+      findings.push({
+        code: 'postgres.read_only',
+        severity: 'error',
+        message:
+          "the ledger's sessions are read-only (a standby, or default_transaction_read_only): every delivery answers 503 ledger_read_only and nothing is written",
+        fix: 'point DATABASE_URL at the primary, or turn it off where it was turned on: `alter database <name> reset default_transaction_read_only` (or `alter role … reset`, or postgresql.conf)',
+        count: 1,
+        examples: [`transaction_read_only=${settings.get('transaction_read_only')}`],
+      })
+    }
     if (settings.get('synchronous_commit') === 'off') {
       findings.push({
         code: 'postgres.synchronous_commit_off',
@@ -70,6 +82,7 @@ export const postgresSettings: Check = {
 
 /** The settings the checks of this file read. */
 const SETTINGS = [
+  'transaction_read_only',
   'synchronous_commit',
   'jit',
   'autovacuum',

@@ -346,6 +346,27 @@ describe('hookledger doctor', () => {
     }
   })
 
+  it('finds the ledger read-only (a standby, or default_transaction_read_only)', async () => {
+    // In a read-write transaction: the sessions opened after the first statement are read-only.
+    const setReadOnly = (on: boolean) =>
+      db.sql.begin('read write', (tx) =>
+        tx.unsafe(
+          on
+            ? `alter database "${db.name}" set default_transaction_read_only = on`
+            : `alter database "${db.name}" reset default_transaction_read_only`,
+        ),
+      )
+    await setReadOnly(true)
+    try {
+      const run = await doctor()
+      expect(lineOf(run, 'postgres.read_only')).toContain('503 ledger_read_only')
+      expect(run.status).toBe(1)
+    } finally {
+      await setReadOnly(false)
+    }
+    expect(await doctor()).toMatchObject({ status: 0 })
+  })
+
   it('finds JIT on for the database (migration 0018 turned it off)', async () => {
     await db.sql.unsafe(`alter database "${db.name}" set jit = on`)
     try {
