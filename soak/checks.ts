@@ -1,5 +1,5 @@
 // The soak's end: wait (bounded) for the backlog to drain, then the checks, each a verdict.
-import { connectionsBesidePool, ledgerPoolSize } from '../src/db/client.js'
+import { connectionsBesidePool, processConnections } from '../src/db/client.js'
 import type { DoctorReport } from '../src/doctor/run.js'
 import type { SoakDestination } from './destination.js'
 import { cli } from './faults.js'
@@ -63,20 +63,14 @@ export function watchSessions(stack: Stack): SessionWatch {
 
 /** What 1 api and 2 worker processes may hold: each one's pool and its generic-plan connections. */
 function sessionBudget(stack: Stack): number {
-  const beside = connectionsBesidePool(stack.env.DATABASE_URL ?? '', true)
-  const api = ledgerPoolSize({
-    configured: undefined,
-    runsApi: true,
-    runsWorker: false,
-    workerConcurrency: 0,
-  })
-  const worker = ledgerPoolSize({
-    configured: undefined,
-    runsApi: false,
-    runsWorker: true,
-    workerConcurrency: stack.workerConcurrency,
-  })
-  return api + beside + 2 * (worker + beside)
+  const of = (role: 'api' | 'worker') =>
+    processConnections({
+      role,
+      configured: undefined,
+      workerConcurrency: stack.workerConcurrency,
+      besidePool: connectionsBesidePool(stack.env.DATABASE_URL ?? '', true),
+    })
+  return of('api') + 2 * of('worker')
 }
 
 export async function waitForDrain(

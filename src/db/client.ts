@@ -144,6 +144,27 @@ export function ledgerPoolSize(options: {
 }
 
 /**
+ * What one process of a role may hold at most: its pool (ledgerPoolSize) and the connections beside
+ * it (`besidePool`, from connectionsBesidePool). The connection budget (doctor) and the soak's
+ * sessions check count by it.
+ */
+export function processConnections(options: {
+  role: 'all' | 'api' | 'worker'
+  configured: number | undefined
+  workerConcurrency: number
+  besidePool: number
+}): number {
+  const { role, configured, workerConcurrency, besidePool } = options
+  const pool = ledgerPoolSize({
+    configured,
+    runsApi: role !== 'worker',
+    runsWorker: role !== 'api',
+    workerConcurrency,
+  })
+  return pool + besidePool
+}
+
+/**
  * Opens the Postgres pool. Connecting is lazy: an unreachable database surfaces on first use as 503.
  *
  * Every statement has a deadline on this side (the patched driver's `query_timeout`, per scope

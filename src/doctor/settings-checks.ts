@@ -1,6 +1,6 @@
 import type { Config } from '../config/config.js'
 import { ConfigError } from '../config/errors.js'
-import { ledgerPoolSize } from '../db/client.js'
+import { processConnections } from '../db/client.js'
 import { databaseClockMs, serverSettings, tablesWithAutovacuumOff } from '../db/doctor-queries.js'
 import { type Check, type CheckOutcome, EXAMPLES, type Finding, found, noFindings } from './types.js'
 
@@ -98,8 +98,8 @@ const ADMIN_TOOL_CONNECTIONS = 2
 /**
  * The pools of the processes the operator says run (`--processes`, default one `--role all`), each
  * plus its generic-plan connections and its migration connection at start, plus the admin tools,
- * against max_connections less its reserved slots. Sizes come from ledgerPoolSize, as each process
- * computes its own.
+ * against max_connections less its reserved slots. Sizes come from processConnections, as each
+ * process computes its own pool.
  */
 export const connectionBudget: Check = {
   name: 'connection_budget',
@@ -110,16 +110,16 @@ export const connectionBudget: Check = {
       Number(settings.get('superuser_reserved_connections') ?? 0) +
       Number(settings.get('reserved_connections') ?? 0)
     const usable = max - reserved
-    const poolOf = (runsApi: boolean, runsWorker: boolean) =>
-      ledgerPoolSize({
+    const connectionsOf = (role: 'all' | 'api' | 'worker') =>
+      processConnections({
+        role,
         configured: config.file.database.poolSize,
-        runsApi,
-        runsWorker,
         workerConcurrency: config.file.worker.concurrency,
+        besidePool: connectionsBesidePool,
       })
-    let pools: { all: number; api: number; worker: number }
+    let connections: { all: number; api: number; worker: number }
     try {
-      pools = { all: poolOf(true, true), api: poolOf(true, false), worker: poolOf(false, true) }
+      connections = { all: connectionsOf('all'), api: connectionsOf('api'), worker: connectionsOf('worker') }
     } catch (error) {
       if (!(error instanceof ConfigError)) throw error
       return found({
@@ -133,7 +133,8 @@ export const connectionBudget: Check = {
     }
     const parts = (['all', 'api', 'worker'] as const)
       .filter((role) => processes[role] > 0)
-      .map((role) => ({ role, count: processes[role], each: pools[role] + connectionsBesidePool + 1 }))
+      // Each process also opens one connection, briefly, to apply migrations at start.
+      .map((role) => ({ role, count: processes[role], each: connections[role] + 1 }))
     const needed = parts.reduce((sum, part) => sum + part.count * part.each, ADMIN_TOOL_CONNECTIONS)
     if (needed <= usable) return noFindings()
     const sum = parts.map((part) => `${part.count} × ${part.each} (${part.role})`).join(' + ')
