@@ -9,6 +9,7 @@ export type FailpointName =
   | 'receive.before_run'
   | 'worker.before_done'
   | 'worker.after_done'
+  | 'forward.before_send'
   | 'outbound.before_execute'
   | 'outbound.after_execute'
 

@@ -95,9 +95,9 @@ export const retentionSchema = z
     /**
      * Settled outbound operations (completed, compensated, exhausted, failed, abandoned) are
      * deleted this many days after their last change, with their attempts, approvals, audit
-     * entries and settled evidence; open ones never are. Kept longer than a source's
-     * `retentionDays`, a forward's operation still stops a provider's late retry from being sent
-     * again after its event was deleted.
+     * entries and settled evidence; open ones never are. Kept longer than `dedupWindowDays`, a
+     * route's operation still stops a provider's retry later than that window from being sent
+     * again (a source's own forward, which has no operation, relies on the window alone).
      */
     operationDays: z.number().int().min(1).max(3650).default(90),
     /**

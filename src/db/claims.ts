@@ -1,9 +1,7 @@
 import type postgres from 'postgres'
 import { createBatcher } from './batcher.js'
 import { postgresErrorCode, serverDeadlinesOutsideTransactions, withLedgerDeadline } from './client.js'
-import { forwardClaimInput, type LeasedEvent } from './events.js'
-import { freshClaimWrites } from './operation-batches.js'
-import { toOperation } from './operation-rows.js'
+import type { LeasedEvent } from './events.js'
 import type { OrderingKeyRow } from './ordering.js'
 
 export interface NewEvent {
@@ -35,8 +33,6 @@ export interface ClaimLease {
   /** Recorded on the row (inbound_events.job_id), as a lease records the job that carried it. */
   jobId: string
   leaseMs: number
-  /** The source's forward is claimed with the row too, as a lease would (ForwardClaims); null: not. */
-  forwardLeaseMs: number | null
 }
 
 export type EventOrigin = 'webhook' | 'backfill'
@@ -131,7 +127,6 @@ export async function claimEvents(
   const inserted = outcome.claimed.filter((row): row is ClaimedRow => !row.lost)
   if (inserted.length > 0) onInserted?.(outcome.xid, inserted.length)
   const insertedRows = new Map(inserted.map((row) => [key(row.source, row.event_id), row]))
-  const forwardClaims = new Map(outcome.forward_claims.map((claim) => [String(claim.run_id), claim]))
 
   // A key inserted by this statement is accepted for its first delivery in the batch only.
   const results: Array<ClaimResult | undefined> = []
@@ -144,7 +139,7 @@ export async function claimEvents(
       results[index] =
         event.lease === undefined
           ? { kind: 'accepted', id: row.id }
-          : { kind: 'accepted', id: row.id, leased: leasedByClaim(event, row, forwardClaims) }
+          : { kind: 'accepted', id: row.id, leased: leasedByClaim(event, row) }
     } else {
       unresolved.push(index)
     }
@@ -224,8 +219,6 @@ interface ClaimOutcome {
   xid: string
   /** `lost`: the row won one generation and lost the other (a claim in an overlap only). */
   claimed: Array<ClaimedRow | LostRow>
-  /** The forward operations claimed with leased rows, each under its run id (`<row id>/1`). */
-  forward_claims: Array<Record<string, unknown>>
 }
 
 /** A row the claim's statement inserted (a key that won every generation it was written to). */
@@ -241,12 +234,7 @@ interface ClaimedRow {
 type LostRow = Omit<ClaimedRow, 'lost' | 'received_at'> & { lost: true; received_at: null }
 
 /** A row its claim leased, as the worker's lease would have answered it (attempt 1). */
-function leasedByClaim(
-  event: NewEvent,
-  { id, received_at: receivedAt }: ClaimedRow,
-  forwardClaims: ReadonlyMap<string, Record<string, unknown>>,
-): LeasedEvent {
-  const forwardClaim = forwardClaims.get(`${id}/1`)
+function leasedByClaim(event: NewEvent, { id, received_at: receivedAt }: ClaimedRow): LeasedEvent {
   return {
     id,
     source: event.source,
@@ -256,7 +244,6 @@ function leasedByClaim(
     headers: event.headers,
     attempts: 1,
     receivedAt: new Date(receivedAt),
-    forwardClaim: forwardClaim === undefined ? undefined : toOperation(forwardClaim),
     traceParent: event.traceParent ?? null,
   }
 }
@@ -272,7 +259,6 @@ async function claimStatement(
   keys: ReadonlyArray<OrderingKeyRow & { source: string; eventId: string }>,
   { alone }: { alone: boolean },
 ): Promise<ClaimOutcome> {
-  const claimsForwards = events.some((e) => e.lease?.forwardLeaseMs != null)
   // One row whatever happened, so a ledger with no generation for now cannot pass for duplicates.
   // Each array of the events is passed as `(select $n::text[])`, as the lease, the settle, the fresh
   // operation claim and the enqueue mark pass theirs: behind the subquery the planner cannot see the
@@ -286,8 +272,7 @@ async function claimStatement(
   const [outcome] = await tx<ClaimOutcome[]>`
     with input as materialized (
       select hookledger_uuid_v7(now()) as id, source, event_id, event_type, payload_hash, body, headers,
-             body_key, origin, trace_parent, lease_token::uuid, lease_job, lease_ms::int,
-             forward_lease_ms::int, position
+             body_key, origin, trace_parent, lease_token::uuid, lease_job, lease_ms::int, position
       from unnest(
         (select ${events.map((e) => e.source)}::text[]),
         (select ${events.map((e) => e.eventId)}::text[]),
@@ -300,10 +285,9 @@ async function claimStatement(
         (select ${events.map((e) => e.traceParent ?? null)}::text[]),
         (select ${events.map((e) => e.lease?.token ?? null)}::text[]),
         (select ${events.map((e) => e.lease?.jobId ?? null)}::text[]),
-        (select ${events.map((e) => (e.lease === undefined ? null : String(e.lease.leaseMs)))}::text[]),
-        (select ${events.map((e) => (e.lease?.forwardLeaseMs == null ? null : String(e.lease.forwardLeaseMs)))}::text[])
+        (select ${events.map((e) => (e.lease === undefined ? null : String(e.lease.leaseMs)))}::text[])
       ) with ordinality as input(source, event_id, event_type, payload_hash, body, headers, body_key, origin,
-                                 trace_parent, lease_token, lease_job, lease_ms, forward_lease_ms, position)),
+                                 trace_parent, lease_token, lease_job, lease_ms, position)),
     written as (
       select starts from inbound_key_generations
       where starts <= now() + ${KEY_GENERATION_OVERLAP}::interval
@@ -345,19 +329,16 @@ async function claimStatement(
       from input i join won using (id)
       where won.whole
       order by i.position
-      returning id, source, event_id, received_seq, received_at, trace_parent),
+      returning id, source, event_id, received_seq, received_at),
     payloads as (
       insert into inbound_event_payloads (event_row_id, body)
       select i.id, decode(i.body, 'hex') from input i join new_rows using (id)
       order by i.position)
     ${keys.length === 0 ? tx`` : orderingKeyWrites(tx, keys)}
-    ${claimsForwards ? leasedForwardWrites(tx) : tx``}
     select (select count(*)::int from written) as generations, pg_current_xact_id()::text as xid,
            coalesce((select json_agg(json_build_object('id', i.id, 'source', i.source, 'event_id', i.event_id,
                                                        'lost', not won.whole, 'received_at', n.received_at))
-                     from input i join won using (id) left join new_rows n using (id)), '[]') as claimed,
-           ${claimsForwards ? tx`coalesce((select json_agg(row_to_json(o)) from inserted o), '[]')` : tx`'[]'::json`}
-             as forward_claims`
+                     from input i join won using (id) left join new_rows n using (id)), '[]') as claimed`
   if (outcome === undefined || outcome.generations === 0) {
     throw new MissingPartitionError('dedup key generation (inbound_key_generations)')
   }
@@ -411,20 +392,6 @@ function orderingKeyWrites(
         on k.source = new_rows.source and k.event_id = new_rows.event_id
       order by new_rows.id, k.route_id, k.position
       on conflict do nothing)`
-}
-
-/**
- * The forwards of the rows a claim leased, claimed in the claim's statement as a lease claims them
- * (leaseEvents): the operation with attempt 1 in flight, under the run id `<row id>/1`.
- */
-function leasedForwardWrites(sql: postgres.Sql | postgres.TransactionSql) {
-  return sql`, forward_rows as (
-      select n.id, n.source, n.event_id, decode(i.body, 'hex') as body, n.trace_parent,
-             n.id::text || '/1' as run_id, i.forward_lease_ms as lease_ms
-      from new_rows n join input i using (id)
-      where i.forward_lease_ms is not null),
-    ${forwardClaimInput(sql)},
-    ${freshClaimWrites(sql)}`
 }
 
 export interface ClaimBatcher {

@@ -18,10 +18,16 @@ export interface KeyStatus {
 }
 
 /**
- * Forward operations (`<source>:<event id>:forward`, `…:route:<route id>`) not completed whose event
- * is DONE: of the newest `limit` such operations.
+ * Forward operations (`<source>:<event id>:forward` of a forward in code, `…:route:<route id>`) not
+ * completed whose event is DONE: of the newest `limit` such operations. `sendsOutsideLedger`: the
+ * sources whose own forward (`handler: forward`) is sent outside the ledger, whose `:forward`
+ * operations an earlier version left are not this one's to settle.
  */
-export async function openForwardsOfDoneEvents(client: postgres.Sql, limit: number): Promise<KeyStatus[]> {
+export async function openForwardsOfDoneEvents(
+  client: postgres.Sql,
+  limit: number,
+  sendsOutsideLedger: readonly string[],
+): Promise<KeyStatus[]> {
   return client<KeyStatus[]>`
     with open as (
       select operation_key, status::text as status,
@@ -34,18 +40,17 @@ export async function openForwardsOfDoneEvents(client: postgres.Sql, limit: numb
     select o.operation_key as key, o.status from open o
     join inbound_events ev on ev.source = ${client.unsafe(decodedPart('o.s'))}
       and ev.event_id = ${client.unsafe(decodedPart('o.e'))} and ev.status = 'done'
+    where o.operation_key like '%:route:%' or ev.source <> all(${sendsOutsideLedger as string[]}::text[])
     limit ${limit}`
 }
 
 /**
  * Of the newest `limit` events DONE within the last `days`, the forward operations they should have
- * (the sources that forward, the routes done that forward) that are missing or not completed.
+ * (the routes done that forward) that are missing or not completed.
  */
 export async function missingForwardsOfDoneEvents(
   client: postgres.Sql,
   options: {
-    /** Sources whose handler is a forward. */
-    forwardSources: readonly string[]
     /** `<source>/<route id>` of every route that forwards. */
     forwardRoutes: readonly string[]
     days: number
@@ -59,10 +64,7 @@ export async function missingForwardsOfDoneEvents(
       where status = 'done' and processed_at > now() - ${options.days} * interval '1 day'
       order by received_at desc limit ${options.limit}
     ), expected as (
-      select ${eventKey} || ':forward' as key
-      from recent r where r.source = any(${options.forwardSources as string[]}::text[])
-      union all
-      select ${eventKey} || ':route:' || er.route_id
+      select ${eventKey} || ':route:' || er.route_id as key
       from recent r join event_routes er on er.event_row_id = r.id and er.status = 'done'
       where r.source || '/' || er.route_id = any(${options.forwardRoutes as string[]}::text[])
     )

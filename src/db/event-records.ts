@@ -1,6 +1,6 @@
 // What a worker's attempt at an event leaves in the ledger: written by the worker's statements
-// (events.ts) and, for a last step's success, by the operation's settle in the same statement
-// (operation-batches.ts, operations.ts).
+// (events.ts) and, for a direct handler's DONE, by the settle it shares with the outbound ledger's
+// successes (operation-batches.ts).
 
 export interface AttemptRecord {
   attempt: number

@@ -2,8 +2,6 @@ import { sql } from 'drizzle-orm'
 import type postgres from 'postgres'
 import type { Transaction } from './client.js'
 import type { AttemptRecord } from './event-records.js'
-import { freshClaimWrites } from './operation-batches.js'
-import { type OperationRow, toOperation } from './operation-rows.js'
 import { rowIdRange } from './row-id-range.js'
 import type { EventStatus } from './schema.js'
 
@@ -67,8 +65,6 @@ export interface LeasedEvent {
   /** This attempt's number, crashed attempts included. */
   attempts: number
   receivedAt: Date
-  /** Its forward operation, claimed by the lease with attempt 1 in flight (ForwardClaims). */
-  forwardClaim?: OperationRow | undefined
   /** The receive span's W3C traceparent (tracing on at receive time); null: none. */
   traceParent: string | null
 }
@@ -85,18 +81,6 @@ export type LeaseResult =
    */
   | { kind: 'locked' }
   | { kind: 'missing' }
-
-/**
- * Sources whose handler is the configured forward and nothing else: the lease also claims each leased
- * event's forward operation, as the forward's invoke would (see leaseEvents), one statement fewer per
- * event. `leaseMs` is the operation's lease per source, as the ledger takes it for the forward tool.
- */
-export interface ForwardClaims {
-  sources: readonly string[]
-  leaseMs: readonly number[]
-}
-
-export const NO_FORWARD_CLAIMS: ForwardClaims = { sources: [], leaseMs: [] }
 
 export interface LeaseRequest {
   id: string
@@ -119,7 +103,6 @@ export async function leaseEvents(
   client: postgres.Sql,
   requests: readonly LeaseRequest[],
   leaseMs: number,
-  forwards: ForwardClaims = NO_FORWARD_CLAIMS,
 ): Promise<LeaseResult[]> {
   const ids = rowIdRange(requests.map((r) => r.id))
   const rows = await client<
@@ -136,7 +119,6 @@ export async function leaseEvents(
       received_at: string | Date
       status: EventStatus
       lease_until: string | Date | null
-      forward_claim: Record<string, unknown> | null
       trace_parent: string | null
     }>
   >`
@@ -166,31 +148,21 @@ export async function leaseEvents(
       returning e.id, e.lease_token, e.source, e.event_id, e.event_type, e.headers, e.attempts,
                 e.received_at, e.status, e.lease_until, e.trace_parent),
     bodies as (
-      -- Each leased row with its bytes and the run id its forward claim is recorded under, computed
-      -- once. The bytes are one primary-key probe per row (the table the claim wrote them to with the
-      -- row: migration 0020), in a subquery so that no plan can scan every payload between the
-      -- batch's lowest and highest id instead: a relay's or a retry's batch may span hours of them.
-      -- Everything after joins this one relation: the planner takes every CTE for one row and joins
-      -- two of them by a nested loop, which, with each row's claim found by a subquery that rendered
-      -- its id as text for every claim, compared every row with every other (a third of the CPU).
-      select l.*, l.id::text || '/' || l.attempts as run_id,
+      -- Each leased row with its bytes: one primary-key probe per row (the table the claim wrote
+      -- them to with the row: migration 0020), in a subquery so that no plan can scan every payload
+      -- between the batch's lowest and highest id instead: a relay's or a retry's batch may span
+      -- hours of them.
+      select l.*,
              (select p.body from inbound_event_payloads p
               where p.event_row_id = l.id
                 and p.event_row_id between ${ids.lowest}::uuid and ${ids.highest}::uuid) as body
-      from leased l),
-    forward_rows as (
-      select l.*, f.lease_ms from bodies l
-      join unnest(${forwards.sources}::text[], ${forwards.leaseMs}::int[]) as f(source, lease_ms)
-        on f.source = l.source
-      where l.body is not null),
-    ${forwardClaimInput(client)},
-    ${freshClaimWrites(client)}
+      from leased l)
     select l.id, l.lease_token, true as leased, l.source, l.event_id, l.event_type, l.body, l.headers, l.attempts,
-           l.received_at, l.status, l.lease_until, row_to_json(n) as forward_claim, l.trace_parent
-    from bodies l left join inserted n on n.run_id = l.run_id
+           l.received_at, l.status, l.lease_until, l.trace_parent
+    from bodies l
     union all
     select e.id, e.lease_token, false, e.source, e.event_id, null, null, null, e.attempts, e.received_at,
-           e.status, e.lease_until, null, null
+           e.status, e.lease_until, null
     from inbound_events e
     where e.id = any((select ${requests.map((r) => r.id)}::text[])::uuid[]) and e.id not in (select id from leased)
       and e.id between ${ids.lowest}::uuid and ${ids.highest}::uuid`
@@ -210,7 +182,6 @@ export async function leaseEvents(
           headers: mine.headers ?? {},
           attempts: mine.attempts,
           receivedAt: new Date(mine.received_at),
-          forwardClaim: mine.forward_claim === null ? undefined : toOperation(mine.forward_claim),
           traceParent: mine.trace_parent,
         },
       }
@@ -251,36 +222,23 @@ export async function releaseLease(client: postgres.Sql, id: string, token: stri
     where id = ${id} and lease_token = ${token}`
 }
 
-export interface HeldLease {
-  id: string
-  token: string
-  leaseMs: number
-}
-
 /**
- * Renews a lease this attempt still holds (its token unchanged), with the lease of the forward
- * operation that the row's lease claimed, if any: a row that waited for a handler slot starts its
- * handler with a whole lease. Guarded by the tokens, so a lease another worker took over stays
- * theirs; false then.
+ * Renews a lease this attempt still holds (its token unchanged): a row that waited for a handler
+ * slot starts its handler with a whole lease. Guarded by the token, so a lease another worker took
+ * over stays theirs; false then.
  */
 export async function renewLease(
   client: postgres.Sql,
-  event: HeldLease,
-  forward: HeldLease | undefined,
+  id: string,
+  token: string,
+  leaseMs: number,
 ): Promise<boolean> {
-  const [row] = await client<Array<{ renewed: boolean }>>`
-    with event as (
-      update inbound_events
-      set lease_until = now() + ${event.leaseMs} * interval '1 millisecond', updated_at = now()
-      where id = ${event.id} and lease_token = ${event.token} and status = 'processing'
-      returning id),
-    forward as (
-      update operations
-      set lease_until = now() + ${forward?.leaseMs ?? 0} * interval '1 millisecond', updated_at = now()
-      where id = ${forward?.id ?? null}::uuid and lease_token = ${forward?.token ?? null}::uuid
-        and status = 'in_progress' and exists (select 1 from event))
-    select exists (select 1 from event) as renewed`
-  return row?.renewed === true
+  const rows = await client`
+    update inbound_events
+    set lease_until = now() + ${leaseMs} * interval '1 millisecond', updated_at = now()
+    where id = ${id} and lease_token = ${token} and status = 'processing'
+    returning id`
+  return rows.length === 1
 }
 
 /** Marks the row DONE in the handler's own transaction, so its writes and the mark commit together. */
@@ -325,55 +283,4 @@ export async function markAttemptFailed(
       from failed)
     select status from failed`
   return row?.status
-}
-
-/**
- * freshClaimWrites' `claim_input` for the forwards of a relation `forward_rows` (id, source,
- * event_id, body, trace_parent, run_id, lease_ms): the claim the forward's invoke would make, so a
- * lease (leaseEvents) or a claim that leases its rows (src/db/claims.ts) takes it in its own statement.
- */
-export function forwardClaimInput(
-  client: postgres.Sql | postgres.TransactionSql,
-): postgres.PendingQuery<postgres.Row[]> {
-  return client`
-    claim_input as (
-      -- The claim the forward's invoke would make (src/delivery/source-forward.ts): the key is
-      -- stepKey([source, event id], 'forward'), the payload hash is payloadHash({ source, eventId,
-      -- bodySha256 }), RFC 8785 JSON whose keys sort as written here and whose strings to_json escapes
-      -- as JSON.stringify does. test/queue/forward-claim.test.ts holds both to the same answers.
-      -- stepKey measures in UTF-16 units: characters plus one per character beyond U+FFFF (an ASCII
-      -- string, one byte per character, is counted without the regular expression). A key
-      -- over 255 has each part over 64 replaced by '%h' and its base64url sha256 (src/outbound/keys.ts);
-      -- with a source of at most 63 characters that always fits, so its last resort is never needed.
-      select c.key, 'forward'::text as tool, 'idempotent'::effect_class as effect,
-             encode(sha256(convert_to('{"bodySha256":' || to_json(c.body_sha256)::text || ',"eventId":' ||
-               to_json(l.event_id)::text || ',"source":' || to_json(l.source)::text || '}', 'UTF8')), 'hex')
-               as payload_hash,
-             jsonb_build_object('source', l.source, 'eventId', l.event_id, 'bodySha256', c.body_sha256)::text
-               as args,
-             gen_random_uuid() as lease_token, l.lease_ms, 'runtime'::text as actor, null::text as undo_ref,
-             l.run_id, split_part(l.trace_parent, '-', 2) as trace_id,
-             null::text as tool_call_id,
-             row_number() over (order by l.id) as position
-      from forward_rows l
-      cross join lateral (select s.source, s.event_id,
-        case when octet_length(s.source) = char_length(s.source) then char_length(s.source)
-          else char_length(s.source) + char_length(regexp_replace(s.source, '[^\\U00010000-\\U0010FFFF]', '', 'g'))
-        end as source_units,
-        case when octet_length(s.event_id) = char_length(s.event_id) then char_length(s.event_id)
-          else char_length(s.event_id) + char_length(regexp_replace(s.event_id, '[^\\U00010000-\\U0010FFFF]', '', 'g'))
-        end as event_id_units
-        from (select replace(replace(l.source, '%', '%25'), ':', '%3A') as source,
-                     replace(replace(l.event_id, '%', '%25'), ':', '%3A') as event_id) s) p
-      cross join lateral (select
-        case when p.source_units + p.event_id_units + 9 <= 255
-          then p.source || ':' || p.event_id || ':forward'
-          else (case when p.source_units <= 64 then p.source
-                  else '%h' || translate(encode(sha256(convert_to(p.source, 'UTF8')), 'base64'), '+/=', '-_') end)
-            || ':' ||
-               (case when p.event_id_units <= 64 then p.event_id
-                  else '%h' || translate(encode(sha256(convert_to(p.event_id, 'UTF8')), 'base64'), '+/=', '-_') end)
-            || ':forward'
-        end as key,
-        encode(sha256(l.body), 'hex') as body_sha256) c)`
 }

@@ -9,8 +9,7 @@ import { rowIdRange } from './row-id-range.js'
 // The statements every forwarded event makes, in the form many callers share, one statement each for
 // all of them (same rows, same audit entries as one by one): the claim of an operation key never
 // seen, with its first attempt in flight (a key seen before takes the one-by-one claim in
-// operation-claims.ts), and the settle: an operation's success, an inbound event's DONE mark, or
-// both at once when the success is the event's last step (a forward).
+// operation-claims.ts), and the settle: an operation's success, or an inbound event's DONE mark.
 
 export interface FreshClaim {
   key: string
@@ -38,19 +37,15 @@ export interface Completion {
   actor: string
 }
 
-/**
- * An operation's success, an event's DONE mark, or both. With both, the event is marked only if the
- * success is written: a forward's success and its event's DONE commit together or not at all, so no
- * crash leaves a completed forward under an event still PROCESSING.
- */
+/** An operation's success, or an event's DONE mark. */
 export type Settlement =
-  | { completion: Completion; done?: DoneRecord | undefined }
+  | { completion: Completion; done?: undefined }
   | { completion?: undefined; done: DoneRecord }
 
 export interface Settled {
   /** False when the operation's lease was lost (another caller took it over). */
   completed: boolean
-  /** False when the event's lease was lost, or its last step's success was not written. */
+  /** False when the event's lease was lost. */
   done: boolean
 }
 
@@ -80,10 +75,9 @@ export function operationBatches(sql: postgres.Sql): OperationBatches {
  * as JSON text) and a `position`: INSERT … ON CONFLICT DO NOTHING on the unique key, the first
  * attempt and one audit entry: `claimed`, whose details say that attempt 1 started with it (under
  * the operation key, with its undo reference). Concurrent claims of one key still meet on the index:
- * exactly one inserts, the rest find the row and take the one-by-one path. The lease's claim of a
- * forward (src/db/events.ts) writes through the same CTEs.
+ * exactly one inserts, the rest find the row and take the one-by-one path.
  */
-export function freshClaimWrites(
+function freshClaimWrites(
   sql: postgres.Sql | postgres.TransactionSql,
 ): postgres.PendingQuery<postgres.Row[]> {
   return sql`
@@ -137,9 +131,8 @@ async function claimFresh(
 }
 
 /**
- * The success transition (completed with the result, the attempt succeeded, one audit entry) and the
- * DONE mark (guarded by the attempt's lease token, with its attempt row), for every settlement of a
- * batch in one statement.
+ * The success transitions (completed with the result, the attempt succeeded, one audit entry) and the
+ * DONE marks (guarded by the attempt's lease token, with its attempt row) of a batch, in one statement.
  */
 async function settle(sql: postgres.Sql, settlements: readonly Settlement[]): Promise<Settled[]> {
   const column = <T>(value: (settlement: Settlement) => T | undefined) =>
@@ -191,7 +184,6 @@ async function settle(sql: postgres.Sql, settlements: readonly Settlement[]): Pr
       from input i
       where e.id = i.event_id and e.id between ${events.lowest}::uuid and ${events.highest}::uuid
         and e.lease_token = i.event_token
-        and (i.op_id is null or i.position in (select position from completed))
       returning e.id, e.replays, i.position),
     event_attempt as (
       insert into event_attempts

@@ -1,6 +1,5 @@
 import type postgres from 'postgres'
 import type { Database } from './client.js'
-import type { DoneRecord } from './event-records.js'
 import { LeaseLostError } from './lease.js'
 import { insertAudit } from './operation-audit.js'
 import { operationBatches } from './operation-batches.js'
@@ -165,17 +164,14 @@ export async function recordUndoRef(db: Database, held: Held, attempt: number, u
 
 /**
  * The effect happened: completed with its result, the attempt succeeded. Written in one statement
- * with every other success and DONE mark of the same moment (operation-batches.ts), and with `done`,
- * the DONE mark of the event whose last step this was, when given: `eventDone` says whether it was
- * written (false when the event's lease was taken over).
+ * with every other success and DONE mark of the same moment (operation-batches.ts).
  */
 export async function recordSuccess(
   db: Database,
   held: Held,
   attempt: number,
   outcome: { result?: unknown; downstreamId?: string | undefined },
-  done?: DoneRecord,
-): Promise<{ op: OperationRow; eventDone: boolean }> {
+): Promise<OperationRow> {
   const downstreamId = outcome.downstreamId ?? null
   const settled = await operationBatches(db.$genericPlans).settle.run({
     completion: {
@@ -186,7 +182,6 @@ export async function recordSuccess(
       downstreamId,
       actor: held.actor,
     },
-    done,
   })
   if (!settled.completed) throw new LeaseLostError(`operation '${held.op.operationKey}'`)
   held.op = {
@@ -198,7 +193,7 @@ export async function recordSuccess(
     leaseToken: null,
     leaseUntil: null,
   }
-  return { op: held.op, eventDone: settled.done }
+  return held.op
 }
 
 /** A definite rejection: it did not happen, and the operation fails. */
@@ -309,19 +304,6 @@ export const releaseFor = (db: Database, held: Held, delayMs: number, unheldToke
     set: (sql) => sql`lease_token = ${unheldToken}, lease_until = ${lease(sql, delayMs)}`,
     event: 'released',
     details: { retryAfterMs: delayMs },
-  })
-
-/**
- * Hands back a claim whose attempt was never sent (the worker's lease claimed a forward whose
- * delivery then had to wait): the attempt is closed as not sent and the lease dropped, so the next
- * claim takes the operation over at once and sends it as a new attempt.
- */
-export const releaseUnsent = (db: Database, held: Held, attempt: number) =>
-  change(db.$client, held, {
-    set: (sql) => sql`lease_token = null, lease_until = null`,
-    event: 'released',
-    details: { attempt, reason: 'not sent' },
-    attempt: { attempt, status: 'not_sent' },
   })
 
 /** Reconciliation found the effect: success with its evidence, and nothing runs. */

@@ -1,5 +1,6 @@
 import type { Config } from '../config/config.js'
 import type { LedgerView } from '../db/client.js'
+import type { Failpoints } from '../failpoints.js'
 import type { Logger } from '../logger.js'
 import { addGauge, type Metrics } from '../metrics.js'
 import type { EventInvoker } from '../outbound/event-handler.js'
@@ -41,6 +42,7 @@ export function startDeliveryControl(deps: {
   /** Runs an event now in this process's worker; false when there is none (yet). */
   runNow?: (eventRowId: string) => boolean
   events?: GuardEvents & Pick<FanOutDependencies, 'onRouteDisabled'>
+  failpoints: Failpoints
 }): DeliveryControl {
   const { config, logger } = deps
   const guard: DestinationGuard =
@@ -91,6 +93,7 @@ export function startDeliveryControl(deps: {
       sql: deps.ledger.sql,
       guard,
       invoker: deps.invoker,
+      failpoints: deps.failpoints,
       destinations: new Map(destinations.map((destination) => [destination.id, destination])),
       disabledRoutes: disabledRoutesView(deps.ledger.db),
       pausedRecheckMs: config.file.delivery.pausedRecheckMs,

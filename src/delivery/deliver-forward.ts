@@ -1,15 +1,14 @@
 import type postgres from 'postgres'
 import { disableRoute } from '../db/event-routes.js'
-import type { InvokeOutcome } from '../outbound/outcomes.js'
-import type { Tool } from '../outbound/tools.js'
 import type { EventContext, HandlerResult } from '../queue/handler.js'
 import {
+  type Delivery,
   describeOutcome,
   detailsOf,
   type ForwardArgs,
+  type ForwardOutcome,
   type ForwardResult,
   forwardArgs,
-  forwardTool,
   tracedForward,
 } from './forward.js'
 import type { DeliveryVerdict, Destination, DestinationGuard } from './guard.js'
@@ -31,11 +30,11 @@ export interface ForwardRoute {
   spanRouteId: string | undefined
 }
 
-/** Calls the forward tool through the outbound ledger under the route's operation key. */
-export type ForwardInvoke = (
-  tool: Tool<ForwardArgs, ForwardResult>,
-  args: ForwardArgs,
-) => Promise<InvokeOutcome<ForwardResult>>
+/**
+ * Sends the delivery: through the outbound ledger under the route's operation key (a route's
+ * forward), or once outside it, guarded by the event's own row (a source's own forward, forwardOnce).
+ */
+export type ForwardSend = (delivery: Delivery, args: ForwardArgs) => Promise<ForwardOutcome>
 
 /** How one forward of an event to its route went. */
 export type ForwardDelivery =
@@ -49,7 +48,7 @@ export type ForwardDelivery =
 /**
  * Sends an event to one forward route's destination, once its guard admits it: the rate limit, the
  * cap on deliveries in flight and the circuit breaker apply, and what the destination answered feeds
- * them back. Every answer but a 2xx leaves the operation open to a later send, so a 410 Gone
+ * them back. Every answer but a 2xx leaves the delivery open to a later send, so a 410 Gone
  * disables the route (Standard Webhooks: stop sending) and its deliveries pause until a person
  * re-enables it; they are never failed for it.
  */
@@ -57,7 +56,7 @@ export async function deliverForward(
   deps: ForwardDeliveryDependencies,
   route: ForwardRoute,
   context: EventContext,
-  invoke: ForwardInvoke,
+  send: ForwardSend,
 ): Promise<ForwardDelivery> {
   const { destination } = route
   const admission = await deps.guard.admit(destination)
@@ -68,11 +67,11 @@ export async function deliverForward(
   // completed before, another worker's lease, a round a crashed worker left exhausted) says nothing
   // about the destination's health.
   let sent: { answer: ForwardResult | undefined } | undefined
-  let outcome: InvokeOutcome<ForwardResult>
+  let outcome: ForwardOutcome
   try {
     outcome = await tracedForward(context.trace, destination, route.spanRouteId, (traceparent) =>
-      invoke(
-        forwardTool(destination, {
+      send(
+        {
           raw: context.raw,
           headers: context.headers,
           signal: context.signal,
@@ -82,7 +81,7 @@ export async function deliverForward(
           answered: (answer) => {
             sent = { answer }
           },
-        }),
+        },
         forwardArgs(context.source, context.eventId, context.raw),
       ),
     )

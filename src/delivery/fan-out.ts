@@ -7,6 +7,7 @@ import {
   readRouteStates,
   recordRouteOutcomes,
 } from '../db/event-routes.js'
+import type { Failpoints } from '../failpoints.js'
 import { type EventHandler, type EventInvoker, eventRunOf } from '../outbound/event-handler.js'
 import {
   type EventContext,
@@ -18,6 +19,7 @@ import {
 import { deliverForward, type ForwardDeliveryDependencies, type ForwardRoute } from './deliver-forward.js'
 import type { DisabledRoutes } from './disabled-routes.js'
 import { compileFilter, type EventFilter } from './filter.js'
+import { forwardTool } from './forward.js'
 import type { Destination } from './guard.js'
 import { type OrderingSettings, orderedScope } from './ordering.js'
 
@@ -37,6 +39,8 @@ export interface FanOutDependencies extends ForwardDeliveryDependencies {
   pausedRecheckMs: number
   /** How soon a delivery held back by its ordering key looks again. */
   ordering: OrderingSettings
+  /** Crash tests' points (src/failpoints.ts): a source's own forward dies before it sends. */
+  failpoints: Failpoints
 }
 
 interface CompiledRoute {
@@ -193,7 +197,9 @@ async function runForward(
     }
   }
   const invoke = deps.invoker({ ...eventRunOf(context), scope: ['route'] })
-  const delivered = await deliverForward(deps, route, context, (tool, args) => invoke(tool, routeId, args))
+  const delivered = await deliverForward(deps, route, context, (delivery, args) =>
+    invoke(forwardTool(route.destination, delivery), routeId, args),
+  )
   switch (delivered.kind) {
     case 'done':
       return { routeId, status: 'done', ran: true, responseStatus: delivered.result.status }

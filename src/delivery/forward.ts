@@ -4,7 +4,7 @@ import { type RouteForward, routeForwardSchema } from '../config/routes.js'
 import type { EventHandler } from '../outbound/event-handler.js'
 import { classifyStatus, connectionPool, retryAfterMs, sendHttp } from '../outbound/http-send.js'
 import type { InvokeOutcome } from '../outbound/outcomes.js'
-import { defineTool, type Tool } from '../outbound/tools.js'
+import { defineTool, type ExecuteResult, type Tool } from '../outbound/tools.js'
 import { HandlerError, type HandlerResult, RetryLaterError } from '../queue/handler.js'
 import { type TraceScope, traceparentOf } from '../tracing.js'
 import type { Destination } from './guard.js'
@@ -27,7 +27,7 @@ export interface ForwardArgs {
 }
 
 /** The delivery a forward sends: the original bytes and the headers kept on the event's row. */
-interface Delivery {
+export interface Delivery {
   raw: Buffer
   headers: Readonly<Record<string, string>>
   /**
@@ -60,65 +60,123 @@ export interface ForwardResult {
   retryAfterMs?: number
 }
 
-/** The forward's tool name (also in the forward claim's SQL, src/db/events.ts). */
+/**
+ * How a forward went, as its callers read it: the outbound ledger's answer (a route's forward, a
+ * forward in code), or the same answer for a send made outside the ledger (a source's own forward,
+ * guarded by its event's row: forwardOnce), which has no operation.
+ */
+export type ForwardOutcome = WithoutOperation<InvokeOutcome<ForwardResult>>
+type WithoutOperation<T> = T extends unknown ? Omit<T, 'operationId'> : never
+
+/** The forward's tool name. */
 export const FORWARD_TOOL = 'forward'
 
 /**
- * The forward destination as an idempotent HTTP tool. One send per invoke: the inbound worker's own
- * attempts and backoff are the retry loop (as they were before the ledger), and each of its attempts
- * starts a new bounded round. The URL comes from the operator's config, so it is trusted (no SSRF
- * check). `Idempotency-Key: <source>:<event id>` (a route's: `…:<route id>`) lets the destination
- * drop the repeats that remain.
+ * The forward destination as an idempotent HTTP tool, for a forward through the outbound ledger (a
+ * route's, or `forwardHandler` in code). One send per invoke: the inbound worker's own attempts and
+ * backoff are the retry loop, and each of its attempts starts a new bounded round. The URL comes from
+ * the operator's config, so it is trusted (no SSRF check).
  */
 export function forwardTool(destination: Destination, delivery: Delivery): Tool<ForwardArgs, ForwardResult> {
-  const config = destination.forward
   return defineTool<ForwardArgs, ForwardResult>({
     name: FORWARD_TOOL,
     effect: 'idempotent',
-    timeoutMs: forwardToolTimeoutMs(config),
+    timeoutMs: forwardToolTimeoutMs(destination.forward),
     retry: { attempts: 1 },
-    async execute(args, ctx) {
-      // Built by assignment, the user agent left out rather than deleted: a spread and a `delete`
-      // per forward cost ~5 µs of the worker's CPU, and a deleted key leaves a slower object to
-      // every reader of the headers after.
-      const outgoing: Record<string, string> = {}
-      copyHeaders(outgoing, delivery.headers)
-      outgoing['content-type'] ??= 'application/json'
-      outgoing['idempotency-key'] = delivery.idempotencyKey ?? `${args.source}:${args.eventId}`
-      outgoing['x-hookledger-source'] = args.source
-      outgoing['x-hookledger-event-id'] = args.eventId
-      outgoing['x-hookledger-attempt'] = String(ctx.attempt)
-      if (delivery.traceparent !== undefined) outgoing.traceparent = delivery.traceparent
-      copyHeaders(outgoing, config.headers)
-      const sent = await sendHttp(destination.url, {
-        connections: destination.connections,
-        method: 'POST',
-        headers: outgoing,
-        body: delivery.raw,
-        timeoutMs: config.timeoutMs,
-        signals: delivery.signal === undefined ? [ctx.signal] : [ctx.signal, delivery.signal],
-        guarded: false,
-      })
-      if (sent.kind !== 'answered') {
-        if (sent.kind === 'no_answer') delivery.answered?.(undefined)
-        return {
-          kind: sent.kind === 'not_sent' ? 'rejection' : 'unknown',
-          error: `forward to ${config.url} failed: ${sent.error}`,
-        }
-      }
-      const waitMs = retryAfterMs(sent.answer)
-      const result: ForwardResult = {
-        status: sent.answer.status,
-        excerpt: storableExcerpt(sent.answer.body),
-        ...(waitMs === undefined ? {} : { retryAfterMs: waitMs }),
-      }
-      delivery.answered?.(result)
-      const classified = classifyStatus(result.status)
-      const kind = classified === 'rejection' && delivery.rejectionsStayOpen === true ? 'unknown' : classified
-      if (kind === 'success') return { kind, result }
-      return { kind, error: `forward to ${config.url} answered ${result.status}`, details: result }
-    },
+    execute: (args, ctx) =>
+      sendForward(
+        destination,
+        delivery,
+        args,
+        ctx.attempt,
+        delivery.signal === undefined ? [ctx.signal] : [ctx.signal, delivery.signal],
+      ),
   })
+}
+
+/**
+ * One send of an event's original bytes and kept headers to a forward's destination.
+ * `Idempotency-Key: <source>:<event id>` (a route's: `…:<route id>`) lets the destination drop the
+ * repeats that an at-least-once send leaves. `signals` stop the send besides its own timeout.
+ */
+async function sendForward(
+  destination: Destination,
+  delivery: Delivery,
+  event: Pick<ForwardArgs, 'source' | 'eventId'>,
+  attempt: number,
+  signals: readonly AbortSignal[],
+): Promise<ExecuteResult<ForwardResult>> {
+  const config = destination.forward
+  // Built by assignment, the user agent left out rather than deleted: a spread and a `delete`
+  // per forward cost ~5 µs of the worker's CPU, and a deleted key leaves a slower object to
+  // every reader of the headers after.
+  const outgoing: Record<string, string> = {}
+  copyHeaders(outgoing, delivery.headers)
+  outgoing['content-type'] ??= 'application/json'
+  outgoing['idempotency-key'] = delivery.idempotencyKey ?? `${event.source}:${event.eventId}`
+  outgoing['x-hookledger-source'] = event.source
+  outgoing['x-hookledger-event-id'] = event.eventId
+  outgoing['x-hookledger-attempt'] = String(attempt)
+  if (delivery.traceparent !== undefined) outgoing.traceparent = delivery.traceparent
+  copyHeaders(outgoing, config.headers)
+  const sent = await sendHttp(destination.url, {
+    connections: destination.connections,
+    method: 'POST',
+    headers: outgoing,
+    body: delivery.raw,
+    timeoutMs: config.timeoutMs,
+    signals,
+    guarded: false,
+  })
+  if (sent.kind !== 'answered') {
+    if (sent.kind === 'no_answer') delivery.answered?.(undefined)
+    return {
+      kind: sent.kind === 'not_sent' ? 'rejection' : 'unknown',
+      error: `forward to ${config.url} failed: ${sent.error}`,
+    }
+  }
+  const waitMs = retryAfterMs(sent.answer)
+  const result: ForwardResult = {
+    status: sent.answer.status,
+    excerpt: storableExcerpt(sent.answer.body),
+    ...(waitMs === undefined ? {} : { retryAfterMs: waitMs }),
+  }
+  delivery.answered?.(result)
+  const classified = classifyStatus(result.status)
+  const kind = classified === 'rejection' && delivery.rejectionsStayOpen === true ? 'unknown' : classified
+  if (kind === 'success') return { kind, result }
+  return { kind, error: `forward to ${config.url} answered ${result.status}`, details: result }
+}
+
+/**
+ * One send outside the outbound ledger, answered as the ledger answers a forward's one-attempt round:
+ * `completed`, `failed` (rejected: nothing was sent) or `exhausted` (no answer, or an answer not
+ * 2xx). The event's row is its ledger entry: its lease keeps other workers off it, its attempts
+ * bound the sends, and its DONE records the success.
+ */
+export async function forwardOnce(
+  destination: Destination,
+  delivery: Delivery,
+  event: Pick<ForwardArgs, 'source' | 'eventId'>,
+  attempt: number,
+): Promise<ForwardOutcome> {
+  const sent = await sendForward(
+    destination,
+    delivery,
+    event,
+    attempt,
+    delivery.signal === undefined ? [] : [delivery.signal],
+  )
+  switch (sent.kind) {
+    case 'success':
+      return { kind: 'completed', result: sent.result, downstreamId: null, replayed: false }
+    case 'rejection':
+      return { kind: 'failed', reason: 'rejected', error: sent.error, details: sent.details }
+    case 'unknown':
+      return { kind: 'exhausted', attempts: attempt, error: sent.error, details: sent.details }
+    default:
+      return sent satisfies never
+  }
 }
 
 /** The forward tool's own time limit: the send's, plus a margin to record what it answered. */
@@ -185,10 +243,7 @@ export function forwardHandler(config: ForwardConfig): EventHandler {
   }
 }
 
-/**
- * The step of a source's own forward, under the event's key: `<source>:<event id>:forward`, as it has
- * always been (the lease's claim in src/db/events.ts computes the same key).
- */
+/** The step of a forward in code (forwardHandler), under the event's key: `<source>:<event id>:forward`. */
 export const FORWARD_STEP = 'forward'
 
 /** The forward's span name. */
@@ -199,12 +254,12 @@ export const FORWARD_SPAN = 'forward'
  * and gives `send` that span's traceparent for the destination. The span names the destination's
  * host only: a configured URL may carry a token in its path or query.
  */
-export async function tracedForward(
+export async function tracedForward<O extends ForwardOutcome>(
   trace: TraceScope | undefined,
   destination: Destination,
   routeId: string | undefined,
-  send: (traceparent: string | undefined) => Promise<InvokeOutcome<ForwardResult>>,
-): Promise<InvokeOutcome<ForwardResult>> {
+  send: (traceparent: string | undefined) => Promise<O>,
+): Promise<O> {
   if (trace === undefined) return send(undefined)
   const span = trace.tracer.startSpan(FORWARD_SPAN, { kind: SpanKind.CLIENT }, trace.context)
   try {
@@ -238,8 +293,8 @@ export function attemptFacts(result: ForwardResult): HandlerResult {
 
 /**
  * A forward's arguments: the event and the hash of its bytes (see ForwardArgs). The hash is computed
- * when first read (the payload hash, the arguments a claim stores): a forward the worker's lease
- * claimed never reads it.
+ * when first read (the payload hash, the arguments a claim stores): a source's own forward, sent
+ * outside the ledger, never reads it.
  */
 export function forwardArgs(source: string, eventId: string, raw: Buffer): ForwardArgs {
   let bodySha256: string | undefined
@@ -253,9 +308,7 @@ export function forwardArgs(source: string, eventId: string, raw: Buffer): Forwa
   }
 }
 
-export function describeOutcome(
-  outcome: Exclude<InvokeOutcome<ForwardResult>, { kind: 'completed' }>,
-): string {
+export function describeOutcome(outcome: Exclude<ForwardOutcome, { kind: 'completed' }>): string {
   switch (outcome.kind) {
     case 'exhausted':
     case 'failed':
@@ -275,7 +328,7 @@ export function describeOutcome(
   }
 }
 
-export function detailsOf(outcome: InvokeOutcome<ForwardResult>): HandlerResult {
+export function detailsOf(outcome: ForwardOutcome): HandlerResult {
   const details = 'details' in outcome ? outcome.details : undefined
   if (typeof details !== 'object' || details === null) return {}
   const { status, excerpt } = details as Partial<ForwardResult>

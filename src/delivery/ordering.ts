@@ -125,11 +125,7 @@ function blockedMessage(key: OrderingKey, head: OrderingHead, where: string): st
   return `waits for event ${head.eventId} (${head.status}), which has the same ordering key (${key.pointer})${where} and came first`
 }
 
-/**
- * A source's handler behind its ordering key: run only once the event is first in line, and hand off
- * after. Its lease claims no forward (`forwardLeaseMs` is left out): an event that must wait would
- * hold a claim it cannot use.
- */
+/** A source's handler behind its ordering key: run only once the event is first in line, and hand off after. */
 export function orderedHandler(handler: SourceHandler, scope: OrderedScope): SourceHandler {
   const done = async (eventRowId: string) => {
     await handler.done?.(eventRowId)
@@ -139,9 +135,9 @@ export function orderedHandler(handler: SourceHandler, scope: OrderedScope): Sou
   if (handler.kind === 'direct') {
     return {
       kind: 'direct',
-      run: async (context, attempt) => {
+      run: async (context, releaseSlot) => {
         await scope.wait(context)
-        return handler.run(context, attempt)
+        return handler.run(context, releaseSlot)
       },
       before,
       done,

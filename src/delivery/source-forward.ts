@@ -1,11 +1,10 @@
 import type { SourceConfig } from '../config/config.js'
 import type { RouteConfig } from '../config/routes.js'
 import { SOURCE_FORWARD_ROUTE } from '../db/event-routes.js'
-import { eventRunOf } from '../outbound/event-handler.js'
 import { HandlerError, RetryLaterError, type SourceHandler } from '../queue/handler.js'
 import { deliverForward, type ForwardRoute } from './deliver-forward.js'
 import { destinationFor, type FanOutDependencies } from './fan-out.js'
-import { attemptFacts, FORWARD_STEP } from './forward.js'
+import { attemptFacts, forwardOnce } from './forward.js'
 
 /** The routes a source delivers through: its `routes`, or its own forward as its one route. */
 export function deliveryRoutesOf(source: SourceConfig): readonly RouteConfig[] {
@@ -18,17 +17,16 @@ export function deliveryRoutesOf(source: SourceConfig): readonly RouteConfig[] {
 /**
  * A source's own forward as its one route: the event goes through its destination's guard (rate
  * limit, concurrency cap, circuit breaker), a 410 Gone disables the route, and alerts go out, as for
- * any route. What it keeps of the source forward it always was: the operation key
- * `<source>:<event id>:forward` and `Idempotency-Key: <source>:<event id>` (an operation claimed,
- * or a send made, before this version is met again, never made twice), the forward claimed with the
- * worker's lease (`forwardLeaseMs`), and its success marking the event DONE in the same statement.
- * The event's own attempts record its deliveries, so it keeps no route rows.
+ * any route. It is sent outside the outbound ledger (forwardOnce): with one destination, the event's
+ * row is all the ledger such a forward needs. The worker's lease on the row keeps other workers off
+ * it, the row's attempts bound the sends, each attempt's row records what the destination answered,
+ * and DONE records the success, so a forward costs no operation, attempt or audit rows of its own.
+ * A crash after the destination's 2xx and before DONE commits sends once more, with the same
+ * `Idempotency-Key: <source>:<event id>`, as the ledger's idempotent forward did (its success and
+ * DONE were one statement too). Operations of this forward written by earlier versions are left as
+ * they are: the event's row decides.
  */
-export function sourceForwardHandler(
-  deps: FanOutDependencies,
-  source: string,
-  forwardLeaseMs: number,
-): SourceHandler {
+export function sourceForwardHandler(deps: FanOutDependencies, source: string): SourceHandler {
   const route: ForwardRoute = {
     id: SOURCE_FORWARD_ROUTE,
     destination: destinationFor(deps, source, SOURCE_FORWARD_ROUTE),
@@ -37,8 +35,7 @@ export function sourceForwardHandler(
   }
   return {
     kind: 'direct',
-    forwardLeaseMs,
-    async run(context, attempt) {
+    async run(context, releaseSlot) {
       const disabled = await deps.disabledRoutes.reason(source, route.id)
       if (disabled !== undefined) {
         throw new RetryLaterError(
@@ -46,13 +43,14 @@ export function sourceForwardHandler(
           deps.pausedRecheckMs,
         )
       }
-      // The event's last step: its success marks the event DONE with it, and it takes the lease's claim.
-      const invoke = deps.invoker({ ...eventRunOf(context), attempt })
-      const delivered = await deliverForward(deps, route, context, (tool, args) =>
-        invoke(tool, FORWARD_STEP, args, { last: attemptFacts }),
-      )
+      const delivered = await deliverForward(deps, route, context, (delivery, args) => {
+        // Crash test: the lease is committed, nothing is sent yet.
+        deps.failpoints.hit('forward.before_send')
+        return forwardOnce(route.destination, delivery, args, context.attempt)
+      })
       switch (delivered.kind) {
         case 'done':
+          releaseSlot()
           return attemptFacts(delivered.result)
         case 'wait':
           throw new RetryLaterError(delivered.reason, delivered.retryAfterMs)

@@ -1,10 +1,8 @@
 import { type Config, ConfigError } from '../config/config.js'
 import { type EvidenceIntake, withEvidence } from '../inbound/evidence.js'
 import { type EventHandler, type EventInvoker, eventRunOf } from '../outbound/event-handler.js'
-import { toolLeaseMs } from '../outbound/machine.js'
 import type { SourceHandler } from '../queue/handler.js'
 import { type FanOutDependencies, routesHandler } from './fan-out.js'
-import { forwardToolTimeoutMs } from './forward.js'
 import { orderedHandler, orderedScope } from './ordering.js'
 import { sourceForwardHandler } from './source-forward.js'
 
@@ -57,10 +55,7 @@ export function resolveHandlers(
     } else if (fromCode !== undefined) {
       handlers.set(id, fanOut === undefined ? notStarted : codeHandler(fromCode, fanOut.invoker))
     } else if (fromConfig !== undefined) {
-      const forwardLeaseMs = toolLeaseMs(config.file.outbound, {
-        timeoutMs: forwardToolTimeoutMs(fromConfig),
-      })
-      handlers.set(id, fanOut === undefined ? notStarted : sourceForwardHandler(fanOut, id, forwardLeaseMs))
+      handlers.set(id, fanOut === undefined ? notStarted : sourceForwardHandler(fanOut, id))
     } else if (routes !== undefined) {
       const named = new Map(
         routes.flatMap((route) => {

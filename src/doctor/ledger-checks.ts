@@ -19,15 +19,16 @@ import {
 } from './types.js'
 
 /**
- * A DONE event whose forward (`<source>:<event id>:forward`) or forward route
- * (`<source>:<event id>:route:<route id>`) is not `completed`. DONE and the forward's success commit
- * together, so this is a ledger edited by hand, a restore, or a bug. Two bounded reads: open forward
- * operations whose event is DONE, and the newest DONE events whose expected operation is missing.
+ * A DONE event whose forward route (`<source>:<event id>:route:<route id>`), or forward in code
+ * (`<source>:<event id>:forward`), is not `completed`. DONE comes after the forward's success, so
+ * this is a ledger edited by hand, a restore, or a bug. Two bounded reads: open forward operations
+ * whose event is DONE, and the newest DONE events whose route's operation is missing. A source's own
+ * forward (`handler: forward`) has no operation: its event's row is its record.
  */
 export const doneEventsUnsettled: Check = {
   name: 'done_unsettled',
   async run({ sql, config, scanLimit }) {
-    const forwardSources = [...config.sources.values()]
+    const sendsOutsideLedger = [...config.sources.values()]
       .filter((source) => source.config.handler?.type === 'forward')
       .map((source) => source.config.id)
     const forwardRoutes = [...config.sources.values()].flatMap((source) =>
@@ -35,10 +36,9 @@ export const doneEventsUnsettled: Check = {
         .filter((route) => route.forward !== undefined)
         .map((route) => `${source.config.id}/${route.id}`),
     )
-    const open = await openForwardsOfDoneEvents(sql, scanLimit)
+    const open = await openForwardsOfDoneEvents(sql, scanLimit, sendsOutsideLedger)
     // Operations are deleted `retention.operationDays` after they settled: older events may have none.
     const missing = await missingForwardsOfDoneEvents(sql, {
-      forwardSources,
       forwardRoutes,
       days: config.file.retention.operationDays,
       limit: scanLimit,

@@ -30,7 +30,7 @@ export interface AppDependencies {
   backpressure?: Backpressure
   enqueuer: Enqueuer
   /** This process's worker's place for a row it claims (Worker.reserveHere); absent: none. */
-  reserveHere?: ((source: string) => HereLease | undefined) | undefined
+  reserveHere?: (() => HereLease | undefined) | undefined
   logger: Logger
   metrics: Metrics
   readiness: readonly ReadinessCheck[]

@@ -35,7 +35,7 @@ export interface ReceiveDependencies {
    * A place in this process's worker for the row about to be claimed (Worker.reserveHere), or
    * undefined; absent in a process that does not work what it claims.
    */
-  reserveHere?: (source: string) => HereLease | undefined
+  reserveHere?: () => HereLease | undefined
   now?: () => number
 }
 
@@ -84,7 +84,7 @@ export async function receiveDelivery(
     // Kept with the row, so the worker's span of this event continues the receive's trace.
     traceParent: span === undefined ? null : (traceparentOf(span) ?? null),
   }
-  const here = deps.reserveHere?.(source.config.id)
+  const here = deps.reserveHere?.()
   try {
     const claim = await deps.claims.claim(here === undefined ? event : { ...event, lease: here.lease })
     // Started before the answer is written: the row is committed, and its lease is this process's.

@@ -198,7 +198,7 @@ async function recordAgentOutcome(
   const { db } = machine
   switch (outcome.kind) {
     case 'success': {
-      const { op } = await recordSuccess(db, held, attempt, outcome)
+      const op = await recordSuccess(db, held, attempt, outcome)
       return {
         kind: 'completed',
         operationId: op.id,

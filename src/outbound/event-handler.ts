@@ -1,4 +1,4 @@
-import type { EventAttempt, EventContext, HandlerResult, TransactionContext } from '../queue/handler.js'
+import type { EventContext, HandlerResult, TransactionContext } from '../queue/handler.js'
 import { traceIdIn } from '../tracing.js'
 import type { InvokeOutcome } from './outcomes.js'
 import type { Tool } from './tools.js'
@@ -6,23 +6,8 @@ import type { Tool } from './tools.js'
 // What a handler registered in code is given: the worker's context of the attempt (src/queue/
 // handler.ts) and `invoke`, the outbound ledger under the event's key (eventInvoker in ledger.ts).
 
-export interface InvokeOptions<R> {
-  /**
-   * This call is the event's last step: its success also marks the event DONE, in the same
-   * statement, with the attempt facts `last` takes from the result, and the worker writes no DONE
-   * of its own. Only where the invoker was given the worker's attempt (a source's own forward); a
-   * code handler's DONE commits with its transaction, so there it changes nothing.
-   */
-  last?: (result: R) => HandlerResult
-}
-
 /** `ctx.invoke`'s signature. */
-export type Invoke = <A, R>(
-  tool: Tool<A, R>,
-  step: string,
-  args: A,
-  options?: InvokeOptions<R>,
-) => Promise<InvokeOutcome<R>>
+export type Invoke = <A, R>(tool: Tool<A, R>, step: string, args: A) => Promise<InvokeOutcome<R>>
 
 /** What a handler is given for one attempt at one event. */
 export interface HandlerContext extends TransactionContext {
@@ -41,7 +26,7 @@ export type EventHandler = (context: HandlerContext) => Promise<HandlerResult | 
 export interface EventRun {
   source: string
   eventId: string
-  /** `<event row id>/<attempt>`, as the lease's forward claim writes it: observability only. */
+  /** `<event row id>/<attempt>`: observability only. */
   runId: string
   /** The attempt's trace (tracing on), recorded on the operations it invokes: observability only. */
   traceId?: string | undefined
@@ -52,8 +37,6 @@ export type EventInvoker = (
   event: EventRun & {
     /** Parts of the key between the event id and the step: a route's are `route` and its id. */
     scope?: readonly string[]
-    /** The worker's attempt, for a last step to mark the event DONE with its success. */
-    attempt?: EventAttempt
   },
 ) => Invoke
 

@@ -3,10 +3,9 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { assertNever } from '../assert.js'
 import { backoffDelay } from '../backoff.js'
 import { AGENT_SPACE, MAX_KEY_LENGTH } from '../config/operation-keys.js'
-import type { DoneRecord } from '../db/event-records.js'
 import { LeaseLostError } from '../db/lease.js'
 import { operationBatches } from '../db/operation-batches.js'
-import { type AttemptRow, type Held, json, type OperationRow } from '../db/operation-rows.js'
+import { type AttemptRow, type Held, json } from '../db/operation-rows.js'
 import {
   claimOperation,
   recordRejection,
@@ -33,7 +32,7 @@ import {
 import type { InvokeOutcome } from './outcomes.js'
 import type { Tool } from './tools.js'
 
-export interface InvokeRequest<A, R = unknown> {
+export interface InvokeRequest<A> {
   /** From `stepKey(...)` or `ctx.invoke`: the runtime's key, never one a model made up. */
   key: string
   args: A
@@ -41,18 +40,6 @@ export interface InvokeRequest<A, R = unknown> {
   runId?: string
   traceId?: string
   toolCallId?: string
-  /**
-   * The DONE mark of the inbound event whose last step this call is (the worker's forward), written
-   * in the statement that records the success: both commit or neither. Asked for once, when a call
-   * of this invoke succeeded, right before that statement. The outcome's `eventDone` says whether it
-   * was written; a success found already recorded writes nothing.
-   */
-  eventDone?: ((result: R) => DoneRecord) | undefined
-  /**
-   * The operation this call would claim, already claimed (a forward's, by the worker's lease, with
-   * attempt 1 in flight). Taken when it is this key, tool and payload; otherwise the call claims.
-   */
-  claimed?: OperationRow | undefined
 }
 
 // Each step of the loop below starts an attempt or settles one, and rounds are capped, so this only
@@ -63,29 +50,13 @@ const MAX_STEPS = 64
 export async function invoke<A, R>(
   machine: Machine,
   tool: Tool<A, R>,
-  request: InvokeRequest<A, R>,
+  request: InvokeRequest<A>,
 ): Promise<InvokeOutcome<R>> {
   if (request.key.length === 0 || request.key.length > MAX_KEY_LENGTH) {
     throw new TypeError(`operation keys are 1-${MAX_KEY_LENGTH} characters`)
   }
   if (agentKeyOf(request.key) !== undefined) {
     throw new TypeError(`operation keys starting with '${AGENT_SPACE}' belong to the agents' API`)
-  }
-  // A forward's operation the worker's lease claimed already, under this key and tool. Its payload
-  // hash is not computed again here: the lease computed it in SQL from the same row's bytes, by the
-  // formula of payloadHash and forwardArgs (test/queue/forward-claim.test.ts holds the two alike), and
-  // the canonical JSON with two sha256 cost ~15 µs of the worker's CPU per forward. A divergence of
-  // key or tool would meet that claim below as a live lease.
-  const claimed = request.claimed
-  if (claimed !== undefined && claimed.leaseToken !== null) {
-    if (claimed.operationKey === request.key && claimed.tool === tool.name) {
-      const held: Held = { op: claimed, leaseToken: claimed.leaseToken, actor: 'runtime' }
-      return leaseGuarded(machine, held, () => runFirstAttempt(machine, tool, request, held))
-    }
-    machine.logger.error(
-      { operationKey: claimed.operationKey, key: request.key },
-      'the operation claimed with the lease is not the one invoked; claiming it the usual way',
-    )
   }
   const hash = payloadHash(request.args)
   const leaseMs = toolLeaseMs(machine.settings, tool as Tool<never, unknown>)
@@ -131,7 +102,7 @@ export async function invoke<A, R>(
 async function runFirstAttempt<A, R>(
   machine: Machine,
   tool: Tool<A, R>,
-  request: InvokeRequest<A, R>,
+  request: InvokeRequest<A>,
   held: Held,
 ): Promise<InvokeOutcome<R>> {
   const outcome = await callAndRecord(machine, tool, request, held, {
@@ -166,7 +137,7 @@ function undoRefFor(tool: Pick<Tool<never, unknown>, 'effect' | 'name'>) {
 async function run<A, R>(
   machine: Machine,
   tool: Tool<A, R>,
-  request: InvokeRequest<A, R>,
+  request: InvokeRequest<A>,
   held: Held,
   approvedAtClaim: boolean,
   /** Attempts this invoke already made (the first one, when the claim started it). */
@@ -205,7 +176,7 @@ async function run<A, R>(
 async function executeOnce<A, R>(
   machine: Machine,
   tool: Tool<A, R>,
-  request: InvokeRequest<A, R>,
+  request: InvokeRequest<A>,
   held: Held,
   closeLast: 'unknown' | 'not_sent' | null,
 ): Promise<InvokeOutcome<R> | undefined> {
@@ -223,7 +194,7 @@ async function executeOnce<A, R>(
 async function callAndRecord<A, R>(
   machine: Machine,
   tool: Tool<A, R>,
-  request: InvokeRequest<A, R>,
+  request: InvokeRequest<A>,
   held: Held,
   started: { attempt: number; attemptKey: string },
 ): Promise<InvokeOutcome<R> | undefined> {
@@ -239,20 +210,13 @@ async function callAndRecord<A, R>(
   machine.failpoints.hit('outbound.after_execute')
   switch (result.kind) {
     case 'success': {
-      const { op, eventDone } = await recordSuccess(
-        db,
-        held,
-        started.attempt,
-        result,
-        request.eventDone?.(result.result),
-      )
+      const op = await recordSuccess(db, held, started.attempt, result)
       return {
         kind: 'completed',
         operationId: op.id,
         result: result.result,
         downstreamId: op.downstreamId,
         replayed: false,
-        ...(request.eventDone === undefined ? {} : { eventDone }),
       }
     }
     case 'rejection': {

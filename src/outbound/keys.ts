@@ -24,8 +24,7 @@ const LONG_PART = 64
  * `%h<base64url sha256 of the encoded part>` (`acme:%hq1w…:forward`), and should that still be too
  * long, every part after the first becomes one such digest (the source stays the key's prefix). `%h` never comes out of the encoding (a '%' is
  * always followed by 25 or 3A there), so a digest cannot equal a readable part. Keys that fit are
- * left exactly as they always were: operations in flight keep their keys. The forward claim in SQL
- * (src/db/events.ts) computes the same key; test/queue/forward-claim.test.ts holds both to it.
+ * left exactly as they always were: operations in flight keep their keys.
  */
 export function stepKey(workflow: readonly string[], step: string): string {
   if (workflow.length === 0) throw new TypeError('stepKey needs at least one workflow identity part')

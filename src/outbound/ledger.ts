@@ -24,7 +24,7 @@ export interface OutboundLedgerOptions {
 }
 
 export interface OutboundLedger {
-  invoke<A, R>(tool: Tool<A, R>, request: InvokeRequest<A, R>): Promise<InvokeOutcome<R>>
+  invoke<A, R>(tool: Tool<A, R>, request: InvokeRequest<A>): Promise<InvokeOutcome<R>>
   /** Runs the recorded undo of a completed compensable operation (a saga abort). */
   compensate<A, R>(tool: Tool<A, R>, key: string): Promise<CompensateOutcome>
   /**
@@ -83,42 +83,13 @@ export function createOutboundLedger(options: OutboundLedgerOptions): OutboundLe
   return ledger
 }
 
-/**
- * `ctx.invoke` of an event's handler: the key is the event's identity plus the step, never a run's id.
- * A last step's success carries the worker's DONE mark of the event (see `EventAttempt`).
- */
+/** `ctx.invoke` of an event's handler: the key is the event's identity plus the step, never a run's id. */
 export function eventInvoker(ledger: OutboundLedger): EventInvoker {
-  return (event) => async (tool, step, args, options) => {
-    const attempt = event.attempt
-    const last = options?.last
-    // The lease's claim goes to the last step, which takes it: the worker hands back one left over.
-    const claimed = last === undefined ? undefined : attempt?.claimed
-    if (attempt !== undefined && claimed !== undefined) attempt.claimed = undefined
-    const outcome = await ledger.invoke(tool, {
+  return (event) => (tool, step, args) =>
+    ledger.invoke(tool, {
       key: stepKey([event.source, event.eventId, ...(event.scope ?? [])], step),
       args,
       runId: event.runId,
       ...(event.traceId === undefined ? {} : { traceId: event.traceId }),
-      claimed,
-      eventDone:
-        attempt === undefined || last === undefined
-          ? undefined
-          : (result) => {
-              // Asked for only once the call succeeded, right before the success is written.
-              attempt.lastCallSucceeded?.()
-              return {
-                id: attempt.eventRowId,
-                token: attempt.leaseToken,
-                attempt: attempt.attempt,
-                startedAt: attempt.startedAt,
-                finishedAt: new Date(),
-                ...last(result),
-              }
-            },
     })
-    if (attempt !== undefined && outcome.kind === 'completed' && outcome.eventDone === true) {
-      attempt.done = true
-    }
-    return outcome
-  }
 }

@@ -1,17 +1,7 @@
 /** What `ledger.invoke` answers: the core's outcome, mapped to HTTP only at the edge. */
 export type InvokeOutcome<R = unknown> =
-  /**
-   * It happened; `replayed` when this call ran nothing and returns the stored result. `eventDone`
-   * when the request's `eventDone` mark was written with the success.
-   */
-  | {
-      kind: 'completed'
-      operationId: string
-      result: R
-      downstreamId: string | null
-      replayed: boolean
-      eventDone?: boolean
-    }
+  /** It happened; `replayed` when this call ran nothing and returns the stored result. */
+  | { kind: 'completed'; operationId: string; result: R; downstreamId: string | null; replayed: boolean }
   /** Another caller holds a live lease on this key. */
   | { kind: 'retry_later'; operationId: string; retryAfterMs: number }
   /** The key was used before with other arguments (or another tool); nothing ran. */

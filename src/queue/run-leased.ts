@@ -2,19 +2,12 @@ import { type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api'
 import { backoffDelay } from '../backoff.js'
 import { type LeasedEvent, lockLeasedEvent, markAttemptFailed, markDone, releaseLease } from '../db/events.js'
 import { LeaseLostError } from '../db/lease.js'
-import { releaseUnsent } from '../db/operations.js'
 import { withAbortDeadline } from '../deadline.js'
 import type { Logger } from '../logger.js'
 import { contextUnder, scopeOf, TRACING_OFF, type TraceScope, traceIdOf } from '../tracing.js'
 import { done, type JobResult, runAgainAt } from './backend.js'
 import { describeError } from './errors.js'
-import {
-  type EventAttempt,
-  type EventContext,
-  HandlerError,
-  type HandlerResult,
-  RetryLaterError,
-} from './handler.js'
+import { type EventContext, HandlerError, type HandlerResult, RetryLaterError } from './handler.js'
 import type { Batches, WorkerDependencies } from './worker-dependencies.js'
 
 // A leased row's run, once the worker (worker.ts) has its lease and a handler slot: the handler under
@@ -81,39 +74,25 @@ async function runAttempt(
   const startedAt = new Date()
   const handler = deps.handlers.get(row.source)
   const trace = scopeOf(tracer, span)
-  // Given to a direct handler: its last step may mark the event DONE with its success, and take the
-  // forward the lease claimed.
-  const attempt: EventAttempt = {
-    eventRowId: row.id,
-    leaseToken,
-    attempt: row.attempts,
-    startedAt,
-    done: false,
-    claimed: row.forwardClaim,
-    lastCallSucceeded: releaseHandler,
-  }
   try {
     await handler?.before?.(row, trace)
     if (handler === undefined) throw new HandlerError(`no handler is configured for source '${row.source}'`)
     if (handler.kind === 'direct') {
       const result = await withHandlerDeadline(deps, (signal) =>
-        handler.run(handlerContext(row, signal, log, trace), attempt),
+        handler.run(handlerContext(row, signal, log, trace), releaseHandler),
       )
       deps.failpoints.hit('worker.before_done')
-      // A forward's DONE is written with its success already (its last step); anything else's here.
-      if (!attempt.done) {
-        const settled = await batches.settle.run({
-          done: {
-            id: row.id,
-            token: leaseToken,
-            attempt: row.attempts,
-            startedAt,
-            finishedAt: new Date(),
-            ...(result ?? {}),
-          },
-        })
-        if (!settled.done) throw new LeaseLostError(`event row ${row.id}`)
-      }
+      const settled = await batches.settle.run({
+        done: {
+          id: row.id,
+          token: leaseToken,
+          attempt: row.attempts,
+          startedAt,
+          finishedAt: new Date(),
+          ...(result ?? {}),
+        },
+      })
+      if (!settled.done) throw new LeaseLostError(`event row ${row.id}`)
     } else {
       await deps.db.transaction(async (tx) => {
         if (!(await lockLeasedEvent(tx, row.id, leaseToken))) throw new LeaseLostError(`event row ${row.id}`)
@@ -132,8 +111,6 @@ async function runAttempt(
       (Date.now() - row.receivedAt.getTime()) / 1000,
     )
   } catch (error) {
-    // Before the row is given back: its next attempt must find the forward free, not leased.
-    await handBackUnsentClaim(deps, attempt, log)
     if (error instanceof LeaseLostError) {
       span.setAttribute('hookledger.result', 'lease_lost')
       log().warn('lease taken over by another worker; leaving the row to it')
@@ -224,35 +201,6 @@ async function recordFailure(
     )
   }
   return status === 'pending' ? runAgainAt(Date.now() + delayMs) : done
-}
-
-/**
- * The forward operation the lease claimed, when the attempt ended without its invoke taking it (its
- * destination's guard or a disabled route held the delivery back): never sent, so it is handed back
- * before the row is, its attempt closed as not sent. Left to its lease, the event's next attempt
- * would find it held and wait that long. A failure here leaves it to that lease.
- */
-async function handBackUnsentClaim(
-  deps: WorkerDependencies,
-  attempt: EventAttempt,
-  log: () => Logger,
-): Promise<void> {
-  const claimed = attempt.claimed
-  if (claimed === undefined || claimed.leaseToken === null) return
-  attempt.claimed = undefined
-  try {
-    await releaseUnsent(
-      deps.db,
-      { op: claimed, leaseToken: claimed.leaseToken, actor: 'runtime' },
-      claimed.attempts,
-    )
-  } catch (error) {
-    if (error instanceof LeaseLostError) return
-    log().warn(
-      { err: describeError(error), operationKey: claimed.operationKey },
-      'unsent forward not handed back; the next attempt waits for its lease',
-    )
-  }
 }
 
 /** Runs the handler with a signal that is aborted when its time is up. */

@@ -32,8 +32,7 @@ export interface WorkerDependencies {
 
 /**
  * The statements every event makes, each shared by the events that reach it within a millisecond.
- * DONE goes with the outbound ledger's successes (operation-batches.ts): a forward's success and its
- * event's DONE are one settlement.
+ * A direct handler's DONE goes in the statement of the outbound ledger's successes (operation-batches.ts).
  */
 export interface Batches {
   lease: Batcher<LeaseRequest, LeaseResult>

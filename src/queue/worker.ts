@@ -3,12 +3,11 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { ConfigFile } from '../config/config.js'
 import { createBatcher } from '../db/batcher.js'
 import type { ClaimLease } from '../db/claims.js'
-import { type ForwardClaims, type LeasedEvent, leaseEvents, renewLease } from '../db/events.js'
+import { type LeasedEvent, leaseEvents, renewLease } from '../db/events.js'
 import { operationBatches } from '../db/operation-batches.js'
 import { withDeadline } from '../deadline.js'
 import { done, type JobProcessor, type JobResult, type QueuedJob, runAgainAt } from './backend.js'
 import { describeError } from './errors.js'
-import type { SourceHandler } from './handler.js'
 import { INBOUND_QUEUE, type ProcessEventData, processEventData, processEventLaterJob } from './jobs.js'
 import { type LostJobTally, lostJobTally, queueErrorLog } from './lost-jobs.js'
 import { runLeased } from './run-leased.js'
@@ -17,7 +16,7 @@ import type { Batches, WorkerDependencies } from './worker-dependencies.js'
 
 /**
  * `handlers` bounds the events whose handler runs at once (`worker.concurrency`); a forward's slot
- * is freed once its call succeeded, before the success and DONE commit, which took as long again as
+ * is freed once its call succeeded, before its DONE commits, which took as long again as
  * the call (~7 ms each at concurrency 32, with every slot taken and rows waiting).
  *
  * `leased` bounds the rows leased and not yet finished, in a handler or not: rows are leased while
@@ -85,14 +84,14 @@ export interface Worker extends JobProcessor {
    */
   runHere(eventRowId: string): boolean
   /**
-   * runHere decided before the claim: takes a place among the leased rows for a row of `source`
-   * this process is about to claim, and the lease for the claim to write on it (ClaimLease), so the
+   * runHere decided before the claim: takes a place among the leased rows for a row this process
+   * is about to claim, and the lease for the claim to write on it (ClaimLease), so the
    * row is inserted leased instead of inserted and then leased (one write of the row, not two).
    * Undefined when every place is taken or the worker is closing: the row is then claimed PENDING
    * and enqueued. A process that dies before it ran such a row leaves it PROCESSING without a job:
    * the relay's orphan recovery gives it one once its lease has run out (as for runHere's rows).
    */
-  reserveHere(source: string): HereLease | undefined
+  reserveHere(): HereLease | undefined
 }
 
 /** A place held for a row this process is claiming (Worker.reserveHere). */
@@ -106,12 +105,8 @@ export interface HereLease {
 
 export function startWorker(deps: WorkerDependencies): Worker {
   const { settings } = deps
-  const forwardClaims = forwardClaimsOf(deps.handlers)
-  const forwardLeaseMs = new Map(forwardClaims.sources.map((source, i) => [source, forwardClaims.leaseMs[i]]))
   const batches: Batches = {
-    lease: createBatcher((requests) =>
-      leaseEvents(deps.db.$genericPlans, requests, settings.leaseMs, forwardClaims),
-    ),
+    lease: createBatcher((requests) => leaseEvents(deps.db.$genericPlans, requests, settings.leaseMs)),
     settle: operationBatches(deps.db.$genericPlans).settle,
   }
   const gates: Gates = {
@@ -151,7 +146,7 @@ export function startWorker(deps: WorkerDependencies): Worker {
       start(eventRowId, place)
       return true
     },
-    reserveHere(source) {
+    reserveHere() {
       const place = takePlace()
       if (place === undefined) return undefined
       const reservedAt = Date.now()
@@ -159,7 +154,6 @@ export function startWorker(deps: WorkerDependencies): Worker {
         token: randomUUID(),
         jobId: HAND_OFF_JOB_ID,
         leaseMs: settings.leaseMs,
-        forwardLeaseMs: forwardLeaseMs.get(source) ?? null,
       }
       return {
         lease,
@@ -221,18 +215,6 @@ async function runRowNow(
   ).catch((error: unknown) => {
     deps.logger.warn({ err: describeError(error), eventRowId }, 'event not handed to the queue')
   })
-}
-
-/** The sources whose handler is the configured forward alone, whose lease claims the forward too. */
-function forwardClaimsOf(handlers: ReadonlyMap<string, SourceHandler>): ForwardClaims {
-  const sources: string[] = []
-  const leaseMs: number[] = []
-  for (const [source, handler] of handlers) {
-    if (handler.kind !== 'direct' || handler.forwardLeaseMs === undefined) continue
-    sources.push(source)
-    leaseMs.push(handler.forwardLeaseMs)
-  }
-  return { sources, leaseMs }
 }
 
 /**
@@ -356,10 +338,7 @@ function renewLeaseAfterMs(settings: ConfigFile['worker']): number {
   return Math.min(1000, (settings.leaseMs - settings.handlerTimeoutMs) / 2)
 }
 
-/**
- * After a wait past renewLeaseAfterMs, renews the row's lease and that of the forward operation the
- * lease claimed. False when another worker took the row over meanwhile.
- */
+/** After a wait past renewLeaseAfterMs, renews the row's lease. False when another worker took the row over meanwhile. */
 async function keepLease(
   deps: WorkerDependencies,
   row: LeasedEvent,
@@ -367,14 +346,5 @@ async function keepLease(
   waitedMs: number,
 ): Promise<boolean> {
   if (waitedMs <= renewLeaseAfterMs(deps.settings)) return true
-  const handler = deps.handlers.get(row.source)
-  const forwardLeaseMs = handler?.kind === 'direct' ? handler.forwardLeaseMs : undefined
-  const claimedToken = row.forwardClaim?.leaseToken
-  return renewLease(
-    deps.sql,
-    { id: row.id, token: leaseToken, leaseMs: deps.settings.leaseMs },
-    row.forwardClaim === undefined || !claimedToken || forwardLeaseMs === undefined
-      ? undefined
-      : { id: row.forwardClaim.id, token: claimedToken, leaseMs: forwardLeaseMs },
-  )
+  return renewLease(deps.sql, row.id, leaseToken, deps.settings.leaseMs)
 }

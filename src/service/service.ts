@@ -199,7 +199,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const queue = backend.queue<ProcessEventData>(INBOUND_QUEUE, processEventJobOptions)
   // Bound once the worker starts (a process that runs one): the rows it claims start in it.
   let runHere: ((eventRowId: string) => boolean) | undefined
-  let reserveHere: ((source: string) => HereLease | undefined) | undefined
+  let reserveHere: (() => HereLease | undefined) | undefined
   const queueTakesJobs = () =>
     backend.kind === 'in-process' || (backend.connected() && redisWatch?.last()?.refusingWrites !== true)
   const enqueuer = createEnqueuer({
@@ -266,6 +266,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     logger,
     metrics,
     invoker: eventInvoker(outbound),
+    failpoints,
     queue,
     runNow: (eventRowId) => {
       runNow?.(eventRowId)
@@ -322,7 +323,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           backpressure,
           enqueuer,
           // As runHere: only while Redis takes jobs, for what such a row must do later.
-          reserveHere: (source) => (queueTakesJobs() ? reserveHere?.(source) : undefined),
+          reserveHere: () => (queueTakesJobs() ? reserveHere?.() : undefined),
           logger,
           metrics,
           readiness,

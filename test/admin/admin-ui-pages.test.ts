@@ -263,7 +263,6 @@ describe('events paused behind a disabled route', () => {
     })
     await stack.database.db.execute(sql`
       insert into disabled_routes (source, route_id, reason) values ('gone-fwd', 'forward', 'answered 410 Gone')`)
-    await exhaustedForward('gone-fwd:fwd-paused-1:forward')
 
     const overview = await page('/admin?source=gone-fwd')
     expect(overview.html).toMatch(/In flight now<\/span><b>0<\/b>/)
@@ -274,7 +273,7 @@ describe('events paused behind a disabled route', () => {
     expect(row('fwd-done-1')).not.toContain('paused')
     const detail = await page(`/admin/events/${waiting}`)
     expect(detail.html).toMatch(/<\/h1><span class="badge b-warn">paused<\/span>/)
-    expect(detail.html).toContain('route paused: re-enable it under Routes to send again')
+    expect(detail.html).toContain('Forward paused: <span class="mono">gone-fwd/forward</span> is disabled')
 
     // Re-enabled: pending again, as any event waiting for its worker.
     await stack.database.db.execute(sql`delete from disabled_routes where source = 'gone-fwd'`)

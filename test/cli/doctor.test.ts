@@ -151,11 +151,12 @@ async function clean() {
 
 describe('hookledger doctor', () => {
   it('passes a clean ledger with one ok line and exit 0', async () => {
+    // A source's own forward keeps no operation: its DONE event is its record.
     await insertEvent('shop', 'evt_fine', 'done')
-    await insertOperation('shop:evt_fine:forward', 'completed')
-    // An event id with ':' is encoded in its key (stepKey): still matched, so not a finding.
-    await insertEvent('shop', 'evt:colon', 'done')
-    await insertOperation('shop:evt%3Acolon:forward', 'completed')
+    // An event id with ':' is encoded in its route's key (stepKey): still matched, so not a finding.
+    const routed = await insertEvent('fan', 'evt:colon', 'done')
+    await db.sql`insert into event_routes (event_row_id, route_id, status) values (${routed}, 'crm', 'done')`
+    await insertOperation('fan:evt%3Acolon:route:crm', 'completed')
     const run = await doctor()
     expect(run.stderr).toBe('')
     expect(run.stdout).toMatch(/^ok: 12 checks, no findings( \(ignored: postgres\.autovacuum_off\))?\n$/)
@@ -183,18 +184,22 @@ describe('hookledger doctor', () => {
     expect(run.stderr).toContain('--reconciliation-bound must be a span')
   })
 
-  it('finds DONE events whose forward or route operation is not completed, or missing', async () => {
-    await insertEvent('shop', 'evt_exhausted', 'done')
-    await insertOperation('shop:evt_exhausted:forward', 'exhausted')
-    await insertEvent('shop', 'evt_missing', 'done')
+  it('finds DONE events whose route operation is not completed, or missing', async () => {
     const routed = await insertEvent('fan', 'evt_routed', 'done')
     await db.sql`insert into event_routes (event_row_id, route_id, status) values (${routed}, 'crm', 'done')`
     await insertOperation('fan:evt_routed:route:crm', 'failed')
+    const unrecorded = await insertEvent('fan', 'evt_missing', 'done')
+    await db.sql`insert into event_routes (event_row_id, route_id, status) values (${unrecorded}, 'crm', 'done')`
+    // A source's own forward is sent outside the ledger: no operation is expected of its DONE events,
+    // and one an earlier version left open is not this version's to settle.
+    await insertEvent('shop', 'evt_forwarded', 'done')
+    await insertEvent('shop', 'evt_exhausted', 'done')
+    await insertOperation('shop:evt_exhausted:forward', 'exhausted')
     const line = lineOf(await doctor(), 'events.done_unsettled')
-    expect(line).toContain('3 DONE event(s)')
-    expect(line).toContain('shop:evt_exhausted:forward (exhausted)')
-    expect(line).toContain('shop:evt_missing:forward (no operation)')
+    expect(line).toContain('2 DONE event(s)')
     expect(line).toContain('fan:evt_routed:route:crm (failed)')
+    expect(line).toContain('fan:evt_missing:route:crm (no operation)')
+    expect(line).not.toContain('shop:')
     expect(line).toContain('fix: ')
     await clean()
   })
@@ -274,7 +279,6 @@ describe('hookledger doctor', () => {
 
   it('finds a dedup key changed without a new version', async () => {
     await insertEvent('shop', 'evt_keyed', 'done')
-    await insertOperation('shop:evt_keyed:forward', 'completed')
     await db.sql`insert into source_dedup_keys (source, version, definition)
       values ('shop', 1, ${JSON.stringify({ parts: [{ pointer: '/data/id' }], scope: null })}::jsonb)`
     const line = lineOf(await doctor(), 'config.dedup_key_changed')

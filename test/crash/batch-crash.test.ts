@@ -7,9 +7,9 @@ import { startSink } from '../support/sink.js'
 import { uniquePrefix } from '../support/stack.js'
 
 // The worker shares statements among the events of one turn. A SIGKILL in the middle of such a batch
-// (the first event to reach its DONE mark kills the process while its neighbours are at every other
-// step) must still leave every event DONE after a restart, with no handler's writes made twice and
-// no completed forward sent again.
+// (the first event to reach its DONE mark, or to have it committed, kills the process while its
+// neighbours are at every other step) must still leave every event DONE after a restart, with no
+// handler's writes made twice and no forward of an event DONE sent again.
 
 const harness = serviceHarness({
   folder: 'hookledger-batch-crash-',
@@ -54,11 +54,11 @@ function start(entry: Entry, configPath: string, role: string, failpoint?: Failp
 }
 
 /**
- * Starts a worker that kills itself at `worker.before_done`, then sends it a burst of events through
- * an api-only process, so the first event to reach its DONE mark dies with a batch around it.
+ * Starts a worker that kills itself at `failpoint`, then sends it a burst of events through an
+ * api-only process, so the first event to reach that point dies with a batch around it.
  */
-async function crashInBatch(entry: Entry, config: string, prefix: string) {
-  const crashing = await start(entry, config, 'worker', 'worker.before_done')
+async function crashInBatch(entry: Entry, config: string, prefix: string, failpoint: FailpointName) {
+  const crashing = await start(entry, config, 'worker', failpoint)
   const api = await start(entry, config, 'api')
   const ids = Array.from({ length: EVENTS }, (_, i) => `${prefix}${i}`)
   for (const response of await Promise.all(ids.map((id) => deliverOrder(api.url, id)))) {
@@ -78,7 +78,7 @@ async function statuses(prefix: string) {
 describe('SIGKILL in the middle of a batch', { timeout: 180_000 }, () => {
   it('code handlers: every event ends DONE and each handler write committed exactly once', async () => {
     const config = writeConfig('code', undefined, { handlerTimeoutMs: 1000, leaseMs: 2000 })
-    const ids = await crashInBatch(CODE, config, 'evt_bcrash_code_')
+    const ids = await crashInBatch(CODE, config, 'evt_bcrash_code_', 'worker.before_done')
     expect((await statuses('evt_bcrash_code_')).filter((s) => s === 'done').length).toBeLessThan(EVENTS)
 
     await start(CODE, config, 'worker')
@@ -90,10 +90,11 @@ describe('SIGKILL in the middle of a batch', { timeout: 180_000 }, () => {
     expect(ids.some((id) => invocations(id) > 1)).toBe(true)
   })
 
-  it('forwards: every event ends DONE; a forward completed before the kill is never sent again', async () => {
-    // Answers take a while, so the kill finds forwards in flight, whose operations stay leased for
-    // the outbound lease (9 s here) after the crash. Waiting for that lease must not use up the
-    // event's attempts (three here, 50–200 ms apart): every event ends DONE, none FAILED.
+  it('forwards: every event ends DONE; a forward whose event was DONE before the kill is never sent again', async () => {
+    // Answers take a while, so the kill, as the first DONE has committed, finds forwards in flight
+    // and forwards answered whose DONE is still to commit. Their events stay leased for the
+    // worker's lease (6 s here) after the crash; waiting for it must not use up the event's attempts
+    // (three here, 50–200 ms apart): every event ends DONE, none FAILED.
     const sink = await startSink(() => ({ status: 200, body: 'ok' }))
     const slowSink = await startDelayingProxy(sink.url, 300)
     try {
@@ -101,21 +102,13 @@ describe('SIGKILL in the middle of a batch', { timeout: 180_000 }, () => {
         'forward',
         { type: 'forward', url: slowSink.url, timeoutMs: 3000 },
         { handlerTimeoutMs: 5000, leaseMs: 6000, maxAttempts: 3, backoffMaxMs: 200 },
-        { leaseMs: 3000, backoffMaxMs: 1000 },
       )
-      const ids = await crashInBatch(SERVE, config, 'evt_bcrash_fwd_')
-      const completedBeforeRestart = await harness.database.sql<{ operation_key: string }[]>`
-        select operation_key from operations where operation_key like 'acme:evt_bcrash_fwd_%' and status = 'completed'`
-      expect(completedBeforeRestart.length).toBeGreaterThan(0)
-      // A forward's success and its event's DONE commit in one statement: the kill, which comes right
-      // after a handler returned, finds no completed forward under an event not yet DONE.
-      const [completedNotDone] = await harness.database.sql<{ n: number }[]>`
-        select count(*)::int as n from operations o
-        join inbound_events e on o.operation_key = 'acme:' || e.event_id || ':forward'
-        where e.event_id like 'evt_bcrash_fwd_%' and o.status = 'completed' and e.status <> 'done'`
-      expect(completedNotDone?.n).toBe(0)
+      const ids = await crashInBatch(SERVE, config, 'evt_bcrash_fwd_', 'worker.after_done')
+      const doneBeforeRestart = await harness.database.sql<{ event_id: string }[]>`
+        select event_id from inbound_events where event_id like 'evt_bcrash_fwd_%' and status = 'done'`
+      expect(doneBeforeRestart.length).toBeGreaterThan(0)
       const [inFlight] = await harness.database.sql<{ n: number }[]>`
-        select count(*)::int as n from operations where operation_key like 'acme:evt_bcrash_fwd_%' and status = 'in_progress'`
+        select count(*)::int as n from inbound_events where event_id like 'evt_bcrash_fwd_%' and status = 'processing'`
       expect(inFlight?.n).toBeGreaterThan(0)
 
       await start(SERVE, config, 'worker')
@@ -124,9 +117,8 @@ describe('SIGKILL in the middle of a batch', { timeout: 180_000 }, () => {
         .toBe(true)
       const sent = sink.received.map((request) => String(request.headers['x-hookledger-event-id']))
       expect(new Set(sent)).toEqual(new Set(ids))
-      for (const { operation_key } of completedBeforeRestart) {
-        const eventId = operation_key.split(':')[1]
-        expect(sent.filter((id) => id === eventId)).toHaveLength(1)
+      for (const { event_id } of doneBeforeRestart) {
+        expect(sent.filter((id) => id === event_id)).toHaveLength(1)
       }
       // A repeat is only ever a forward that was under way at the kill (sent at most once more), and
       // it carries the same key.
@@ -134,6 +126,11 @@ describe('SIGKILL in the middle of a batch', { timeout: 180_000 }, () => {
       for (const request of sink.received) {
         expect(request.headers['idempotency-key']).toBe(`acme:${request.headers['x-hookledger-event-id']}`)
       }
+      // The forwards wrote nothing to the outbound ledger: the events' rows are their record.
+      const [operations] = await harness.database.sql<
+        { n: number }[]
+      >`select count(*)::int as n from operations`
+      expect(operations?.n).toBe(0)
     } finally {
       await slowSink.close()
       await sink.close()
@@ -141,35 +138,32 @@ describe('SIGKILL in the middle of a batch', { timeout: 180_000 }, () => {
   })
 })
 
-describe('SIGKILL after the forward was claimed, before it was sent', { timeout: 60_000 }, () => {
-  it('the restarted worker takes the operation over once its lease runs out and sends it once', async () => {
+describe('SIGKILL after the lease, before the forward was sent', { timeout: 60_000 }, () => {
+  it('the restarted worker takes the event over once its lease runs out and sends it once', async () => {
     const sink = await startSink(() => ({ status: 200, body: 'ok' }))
     try {
       const config = writeConfig(
-        'claimed',
+        'leased',
         { type: 'forward', url: sink.url, timeoutMs: 1000 },
-        { handlerTimeoutMs: 2000, leaseMs: 3000 },
-        { leaseMs: 2500, backoffMaxMs: 200 },
+        { handlerTimeoutMs: 2000, leaseMs: 3000, backoffMaxMs: 200 },
       )
-      const crashing = await start(SERVE, config, 'all', 'outbound.before_execute')
-      expect((await deliverOrder(crashing.url, 'evt_claimed_crash')).status).toBe(200)
+      const crashing = await start(SERVE, config, 'all', 'forward.before_send')
+      expect((await deliverOrder(crashing.url, 'evt_leased_crash')).status).toBe(200)
       expect(await crashing.exited).toBe('SIGKILL')
-      // The lease and the forward's claim committed together; nothing was sent.
-      const [claimed] = await harness.database.sql<{ status: string; event_status: string }[]>`
-        select o.status::text, e.status::text as event_status from operations o
-        join inbound_events e on e.event_id = 'evt_claimed_crash'
-        where o.operation_key = 'acme:evt_claimed_crash:forward'`
-      expect(claimed).toEqual({ status: 'in_progress', event_status: 'processing' })
+      // The lease committed, with its attempt counted; nothing was sent.
+      const [leased] = await harness.database.sql<{ status: string; attempts: number }[]>`
+        select status::text, attempts from inbound_events where event_id = 'evt_leased_crash'`
+      expect(leased).toEqual({ status: 'processing', attempts: 1 })
       expect(sink.received).toHaveLength(0)
 
       await start(SERVE, config, 'all')
-      await expect
-        .poll(async () => (await statuses('evt_claimed_crash'))[0], { timeout: 30_000 })
-        .toBe('done')
+      await expect.poll(async () => (await statuses('evt_leased_crash'))[0], { timeout: 30_000 }).toBe('done')
       expect(sink.received).toHaveLength(1)
-      const [op] = await harness.database.sql<{ status: string; attempts: number }[]>`
-        select status::text, attempts from operations where operation_key = 'acme:evt_claimed_crash:forward'`
-      expect(op).toEqual({ status: 'completed', attempts: 2 })
+      expect(sink.received[0]?.headers['x-hookledger-attempt']).toBe('2')
+      const attempts = await harness.database.sql<{ attempt: number; outcome: string }[]>`
+        select a.attempt, a.outcome from event_attempts a join inbound_events e on e.id = a.event_row_id
+        where e.event_id = 'evt_leased_crash'`
+      expect(attempts).toEqual([{ attempt: 2, outcome: 'done' }])
     } finally {
       await sink.close()
     }

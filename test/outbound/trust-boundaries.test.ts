@@ -24,7 +24,7 @@ let deadSink: Awaited<ReturnType<typeof startSink>>
 
 beforeAll(async () => {
   sink = await startSink(() => ({ status: 200, body: 'ok' }))
-  // A destination that is down for good: its forwards run out of attempts.
+  // A destination that is down for good: its route's deliveries run out of attempts.
   deadSink = await startSink(() => ({ status: 503 }))
   const lookup = (name: string) =>
     ({ BILLING_AGENT_TOKEN: BILLING_TOKEN, SUPPORT_AGENT_TOKEN: SUPPORT_TOKEN })[name]
@@ -39,7 +39,7 @@ beforeAll(async () => {
         {
           id: 'dead',
           verify: { scheme: 'standard-webhooks', secrets: ['env:NONE'] },
-          handler: { type: 'forward', url: deadSink.url, timeoutMs: 1000 },
+          routes: [{ id: 'main', forward: { url: deadSink.url, timeoutMs: 1000 } }],
         },
         {
           id: 'stripe',
@@ -52,7 +52,7 @@ beforeAll(async () => {
               settles: { tools: ['stripe.charge'], keyPrefixes: ['order_', 'agents/order_'] },
             },
             {
-              // A careless scope that covers a source's forward keys: evidence still never settles them.
+              // A careless scope that covers a source's route keys: evidence still never settles them.
               eventTypes: ['forward.done'],
               operationKey: '/data/object/metadata/hookledger_key',
               settles: { keyPrefixes: ['dead:'] },
@@ -210,8 +210,9 @@ describe("the agents' API reaches only the agents' space", () => {
       expect(await eventStatus('live', eventId)).toBe('done')
       expect(sink.received.filter((r) => r.body === body)).toHaveLength(1)
       const forwardKey = `live:${eventId}:forward`
-      // The service's forward is its own operation; the agent's is another, in the agents' space.
-      expect(await operation(forwardKey)).toMatchObject({ status: 'completed', tool: 'forward' })
+      // The service's forward writes no operation (its event's row is its record); the agent's
+      // operation is its own, in the agents' space.
+      expect(await operation(forwardKey)).toBeUndefined()
       expect(await operation(`agents/${forwardKey}`)).toMatchObject({ status: 'completed' })
       // Reading through the agents' API finds only the agent's own operation, never the forward's answer.
       const read = await anyAgent('GET', `/${encodeURIComponent(forwardKey)}`)
@@ -368,7 +369,7 @@ describe('evidence settles only what its rule is scoped to, and only after the c
     ])
   })
 
-  it('an event naming an internal forward key never completes it', async () => {
+  it("an event naming a route delivery's key never completes it", async () => {
     const eventId = 'msg_exhausted_forward'
     const body = JSON.stringify({ type: 'order.created', id: eventId })
     const answer = await fetch(`${hookledger.url}/webhooks/dead`, {
@@ -377,9 +378,9 @@ describe('evidence settles only what its rule is scoped to, and only after the c
       headers: signedHeaders(body, { id: eventId }),
     })
     expect(answer.status).toBe(200)
-    const forwardKey = `dead:${eventId}:forward`
+    const forwardKey = `dead:${eventId}:route:main`
     await until(
-      'the forward to run out of attempts',
+      'the route delivery to run out of attempts',
       () => eventStatus('dead', eventId),
       (status) => status === 'failed',
     )

@@ -1,6 +1,6 @@
 import type { FC } from 'hono/jsx'
 import type { EventDetail } from '../../db/event-queries.js'
-import { type EventRouteRow, SOURCE_FORWARD_ROUTE } from '../../db/event-routes.js'
+import type { EventRouteRow } from '../../db/event-routes.js'
 import type { OperationRow } from '../../db/operation-rows.js'
 import type { OrderingHead } from '../../db/ordering.js'
 import { traceIdOf } from '../../tracing.js'
@@ -22,14 +22,12 @@ export interface EventPageProps {
 export const EventPage: FC<EventPageProps> = ({ page, detail, operations, routes, blockedBy }) => {
   const { event, attempts, replays } = detail
   // PENDING behind a route a destination disabled (410 Gone) waits for a person, not a worker; its
-  // route's operation is `exhausted` only until the route is re-enabled.
-  // A source's own forward keeps no route rows: an event without any that waits, waits on it.
+  // route's operation is `exhausted` only until the route is re-enabled. A source's own forward
+  // keeps no route rows and no operation: an event without route rows that waits, waits on it.
   const pausedRoutes = routes.filter((route) => route.status === 'paused').map((route) => route.routeId)
   const paused = event.status === 'pending' && event.paused
   const forwardPaused = paused && routes.length === 0
-  const ofPausedRoute = (key: string) =>
-    pausedRoutes.some((routeId) => key.endsWith(`:route:${routeId}`)) ||
-    (forwardPaused && key.endsWith(`:${SOURCE_FORWARD_ROUTE}`))
+  const ofPausedRoute = (key: string) => pausedRoutes.some((routeId) => key.endsWith(`:route:${routeId}`))
   return (
     <Layout {...page}>
       <div class="row">
@@ -55,6 +53,13 @@ export const EventPage: FC<EventPageProps> = ({ page, detail, operations, routes
           its webhook was missed. It carries no provider signature, and its body is the API's rendering of the
           event, not the bytes a webhook would have carried.
         </p>
+      ) : null}
+
+      {forwardPaused ? (
+        <div class="notice" role="status">
+          Forward paused: <span class="mono">{event.source}/forward</span> is disabled; re-enable it under{' '}
+          <a href="/admin/routes">Routes</a> to send again.
+        </div>
       ) : null}
 
       {blockedBy === undefined ? null : (

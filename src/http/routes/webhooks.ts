@@ -21,7 +21,7 @@ export interface WebhookRouteDependencies {
   backpressure?: Backpressure
   enqueuer: Enqueuer
   /** This process's worker's place for a row it claims (Worker.reserveHere); absent: none. */
-  reserveHere?: ((source: string) => HereLease | undefined) | undefined
+  reserveHere?: (() => HereLease | undefined) | undefined
   logger: Logger
   metrics: Metrics
   /** Absent: off (the no-op tracer). */
