@@ -1,5 +1,6 @@
 import { type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api'
 import { backoffDelay } from '../backoff.js'
+import type { ConfigFile } from '../config/config.js'
 import { type LeasedEvent, lockLeasedEvent, markAttemptFailed, markDone, releaseLease } from '../db/events.js'
 import { LeaseLostError } from '../db/lease.js'
 import { withAbortDeadline } from '../deadline.js'
@@ -30,6 +31,8 @@ export async function runLeased(
   jobId: string,
   /** Frees the event's handler slot: a forward's is freed as soon as its call succeeded. */
   releaseHandler: () => void,
+  /** When the lease the worker holds was taken (Date.now()): the handler's deadline ends before it. */
+  leaseTakenAt: number,
 ): Promise<JobResult> {
   const tracing = deps.tracing ?? TRACING_OFF
   const span = tracing.tracer.startSpan(
@@ -45,7 +48,17 @@ export async function runLeased(
     })
   }
   try {
-    return await runAttempt(deps, batches, row, leaseToken, jobId, releaseHandler, span, tracing.tracer)
+    return await runAttempt(
+      deps,
+      batches,
+      row,
+      leaseToken,
+      jobId,
+      releaseHandler,
+      leaseTakenAt,
+      span,
+      tracing.tracer,
+    )
   } finally {
     span.end()
   }
@@ -58,6 +71,7 @@ async function runAttempt(
   leaseToken: string,
   jobId: string,
   releaseHandler: () => void,
+  leaseTakenAt: number,
   span: Span,
   tracer: TraceScope['tracer'],
 ): Promise<JobResult> {
@@ -78,7 +92,7 @@ async function runAttempt(
     await handler?.before?.(row, trace)
     if (handler === undefined) throw new HandlerError(`no handler is configured for source '${row.source}'`)
     if (handler.kind === 'direct') {
-      const result = await withHandlerDeadline(deps, (signal) =>
+      const result = await withHandlerDeadline(deps, leaseTakenAt, (signal) =>
         handler.run(handlerContext(row, signal, log, trace), releaseHandler),
       )
       deps.failpoints.hit('worker.before_done')
@@ -96,7 +110,7 @@ async function runAttempt(
     } else {
       await deps.db.transaction(async (tx) => {
         if (!(await lockLeasedEvent(tx, row.id, leaseToken))) throw new LeaseLostError(`event row ${row.id}`)
-        const result = await withHandlerDeadline(deps, (signal) =>
+        const result = await withHandlerDeadline(deps, leaseTakenAt, (signal) =>
           handler.run({ ...handlerContext(row, signal, log, trace), tx }),
         )
         deps.failpoints.hit('worker.before_done')
@@ -203,13 +217,43 @@ async function recordFailure(
   return status === 'pending' ? runAgainAt(Date.now() + delayMs) : done
 }
 
-/** Runs the handler with a signal that is aborted when its time is up. */
+/** Runs the handler with a signal that is aborted when its time is up (handlerDeadlineMs). */
 function withHandlerDeadline<T>(
   deps: WorkerDependencies,
+  leaseTakenAt: number,
   run: (signal: AbortSignal) => Promise<T>,
 ): Promise<T> {
-  const ms = deps.settings.handlerTimeoutMs
-  return withAbortDeadline(ms, `handler did not finish within ${ms} ms`, run)
+  const { handlerTimeoutMs } = deps.settings
+  const ms = handlerDeadlineMs(deps.settings, leaseTakenAt, Date.now())
+  const message =
+    ms < handlerTimeoutMs
+      ? `handler did not finish within ${ms} ms, what its lease had left (handlerTimeoutMs ${handlerTimeoutMs})`
+      : `handler did not finish within ${ms} ms`
+  return withAbortDeadline(ms, message, run)
+}
+
+/**
+ * What separates a handler's deadline from the end of its lease: a second, or half of what the lease
+ * has beyond `handlerTimeoutMs` when that is less. A row that waited longer than this for its
+ * handler slot has its lease renewed first (worker.ts).
+ */
+export function leaseMarginMs(settings: Pick<ConfigFile['worker'], 'leaseMs' | 'handlerTimeoutMs'>): number {
+  return Math.min(1000, (settings.leaseMs - settings.handlerTimeoutMs) / 2)
+}
+
+/**
+ * A handler's time: `handlerTimeoutMs`, and never past its lease less leaseMarginMs. A handler that
+ * starts late in its lease (after an evidence step, which runs outside this deadline) is stopped
+ * before another worker may take the row over: a forward, which has no lease of its own beside its
+ * event's, is then never sent by two workers at once.
+ */
+export function handlerDeadlineMs(
+  settings: Pick<ConfigFile['worker'], 'leaseMs' | 'handlerTimeoutMs'>,
+  leaseTakenAt: number,
+  now: number,
+): number {
+  const leaseLeft = leaseTakenAt + settings.leaseMs - leaseMarginMs(settings) - now
+  return Math.max(0, Math.min(settings.handlerTimeoutMs, leaseLeft))
 }
 
 /** The body as the handler sees it: parsed JSON, or the text itself for bodies that are not JSON. */

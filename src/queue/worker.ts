@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto'
 import { setTimeout as sleep } from 'node:timers/promises'
-import type { ConfigFile } from '../config/config.js'
 import { createBatcher } from '../db/batcher.js'
 import type { ClaimLease } from '../db/claims.js'
 import { type LeasedEvent, leaseEvents, renewLease } from '../db/events.js'
@@ -10,7 +9,7 @@ import { done, type JobProcessor, type JobResult, type QueuedJob, runAgainAt } f
 import { describeError } from './errors.js'
 import { INBOUND_QUEUE, type ProcessEventData, processEventData, processEventLaterJob } from './jobs.js'
 import { type LostJobTally, lostJobTally, queueErrorLog } from './lost-jobs.js'
-import { runLeased } from './run-leased.js'
+import { leaseMarginMs, runLeased } from './run-leased.js'
 import { createSlots, type Slots } from './slots.js'
 import type { Batches, WorkerDependencies } from './worker-dependencies.js'
 
@@ -315,14 +314,15 @@ async function processEvent(
       }
     }
     releaseHandler = await gates.handlers.acquire()
-    if (!(await keepLease(deps, leased.row, leased.token, Date.now() - leased.leasedAt))) {
+    const leaseTakenAt = await keepLease(deps, leased)
+    if (leaseTakenAt === undefined) {
       deps.logger.warn(
         { eventRowId, jobId },
         'lease taken over while waiting for a handler slot; leaving the row',
       )
       return done
     }
-    return await runLeased(deps, batches, leased.row, leased.token, jobId, releaseHandler)
+    return await runLeased(deps, batches, leased.row, leased.token, jobId, releaseHandler, leaseTakenAt)
   } finally {
     releaseHandler?.()
     releaseLeased()
@@ -330,21 +330,14 @@ async function processEvent(
 }
 
 /**
- * How long a leased row may wait for its handler slot before its lease is renewed: a second, or half
- * of what the lease has beyond the handler's deadline when that is less. Waits are a few ms while
- * handlers keep finishing; only handlers that all run long make a row wait this long.
+ * The row's lease, renewed when it waited for its handler slot longer than leaseMarginMs (waits are
+ * a few ms while handlers keep finishing; only handlers that all run long make a row wait this
+ * long), so its handler starts with a whole lease as if it had just been leased. When the lease it
+ * now holds was taken (the time before its statement: the server's is later), or undefined when
+ * another worker took the row over meanwhile.
  */
-function renewLeaseAfterMs(settings: ConfigFile['worker']): number {
-  return Math.min(1000, (settings.leaseMs - settings.handlerTimeoutMs) / 2)
-}
-
-/** After a wait past renewLeaseAfterMs, renews the row's lease. False when another worker took the row over meanwhile. */
-async function keepLease(
-  deps: WorkerDependencies,
-  row: LeasedEvent,
-  leaseToken: string,
-  waitedMs: number,
-): Promise<boolean> {
-  if (waitedMs <= renewLeaseAfterMs(deps.settings)) return true
-  return renewLease(deps.sql, row.id, leaseToken, deps.settings.leaseMs)
+async function keepLease(deps: WorkerDependencies, leased: Leased): Promise<number | undefined> {
+  const now = Date.now()
+  if (now - leased.leasedAt <= leaseMarginMs(deps.settings)) return leased.leasedAt
+  return (await renewLease(deps.sql, leased.row.id, leased.token, deps.settings.leaseMs)) ? now : undefined
 }
