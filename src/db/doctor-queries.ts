@@ -34,13 +34,15 @@ export async function openForwardsOfDoneEvents(
         split_part(operation_key, ':', 1) as s, split_part(operation_key, ':', 2) as e
       from operations
       where status = any(${NOT_COMPLETED}::operation_status[]) and tool = 'forward'
-        and (operation_key like '%:forward' or operation_key like '%:route:%')
+        and (operation_key like '%:route:%'
+             or (operation_key like '%:forward'
+                 and ${client.unsafe(decodedPart("split_part(operation_key, ':', 1)"))}
+                     <> all(${sendsOutsideLedger as string[]}::text[])))
       order by updated_at desc limit ${limit}
     )
     select o.operation_key as key, o.status from open o
     join inbound_events ev on ev.source = ${client.unsafe(decodedPart('o.s'))}
       and ev.event_id = ${client.unsafe(decodedPart('o.e'))} and ev.status = 'done'
-    where o.operation_key like '%:route:%' or ev.source <> all(${sendsOutsideLedger as string[]}::text[])
     limit ${limit}`
 }
 
@@ -78,14 +80,19 @@ export async function missingForwardsOfDoneEvents(
 
 /**
  * `in_progress` operations whose lease ran out more than `marginMs` ago, counted up to `limit`, and
- * the first `examples` of them (lease oldest first) with their newest attempt's status.
+ * the first `examples` of them (lease oldest first) with their newest attempt's status; not the
+ * `:forward` operations an earlier version left for the sources in `sendsOutsideLedger`
+ * (openForwardsOfDoneEvents).
  */
 export async function expiredLeases(
   client: postgres.Sql,
-  options: { marginMs: number; limit: number; examples: number },
+  options: { sendsOutsideLedger: readonly string[]; marginMs: number; limit: number; examples: number },
 ): Promise<{ count: number; examples: Array<{ key: string; attempt: string | null }> }> {
   const expired = client`o.status = 'in_progress'
-    and coalesce(o.lease_until, o.updated_at) < now() - ${options.marginMs} * interval '1 millisecond'`
+    and coalesce(o.lease_until, o.updated_at) < now() - ${options.marginMs} * interval '1 millisecond'
+    and not (o.tool = 'forward' and o.operation_key like '%:forward'
+             and ${client.unsafe(decodedPart("split_part(o.operation_key, ':', 1)"))}
+                 = any(${options.sendsOutsideLedger as string[]}::text[]))`
   const [{ n } = { n: 0 }] = await client<Array<{ n: number }>>`
     select count(*)::int as n from (select 1 from operations o where ${expired} limit ${options.limit}) x`
   if (n === 0) return { count: 0, examples: [] }

@@ -211,8 +211,9 @@ export async function lockLeasedEvent(tx: Transaction, id: string, token: string
 }
 
 /**
- * Gives a leased row back without counting the attempt: the handler could not start yet (the forward
- * is still leased by a worker that died), so it runs again at `retryAt` with its attempts intact.
+ * Gives a leased row back without counting the attempt: the handler could not start yet (a
+ * destination's limit or open circuit, a disabled route, a route's operation still leased by a
+ * worker that died), so it runs again at `retryAt` with its attempts intact.
  */
 export async function releaseLease(client: postgres.Sql, id: string, token: string, retryAt: Date) {
   await client`

@@ -85,8 +85,9 @@ export type SourceHandler = (
 }
 
 /**
- * The handler could not start its work yet (the forward is leased by a worker that died mid-call):
- * the event runs again after `retryAfterMs`, and this try does not use up one of its attempts.
+ * The handler could not start its work yet (a destination's limit or open circuit, a disabled route,
+ * a route's operation leased by a worker that died mid-call): the event runs again after
+ * `retryAfterMs`, and this try does not use up one of its attempts.
  */
 export class RetryLaterError extends Error {
   constructor(

@@ -35,6 +35,8 @@ writeFileSync(
         verify: { scheme: 'github', secrets: ['s3cret'] },
         routes: [{ id: 'crm', forward: { url: 'http://127.0.0.1:1/crm' } }],
       },
+      // Its handler is registered in code (a forwardHandler): its forwards are operations.
+      { id: 'coded', verify: { scheme: 'github', secrets: ['s3cret'] } },
     ],
   }),
 )
@@ -195,10 +197,14 @@ describe('hookledger doctor', () => {
     await insertEvent('shop', 'evt_forwarded', 'done')
     await insertEvent('shop', 'evt_exhausted', 'done')
     await insertOperation('shop:evt_exhausted:forward', 'exhausted')
+    // A forward in code is an operation: one not completed under a DONE event is a finding.
+    await insertEvent('coded', 'evt_code_fwd', 'done')
+    await insertOperation('coded:evt_code_fwd:forward', 'exhausted')
     const line = lineOf(await doctor(), 'events.done_unsettled')
-    expect(line).toContain('2 DONE event(s)')
+    expect(line).toContain('3 DONE event(s)')
     expect(line).toContain('fan:evt_routed:route:crm (failed)')
     expect(line).toContain('fan:evt_missing:route:crm (no operation)')
+    expect(line).toContain('coded:evt_code_fwd:forward (exhausted)')
     expect(line).not.toContain('shop:')
     expect(line).toContain('fix: ')
     await clean()
@@ -208,10 +214,16 @@ describe('hookledger doctor', () => {
     await insertOperation('agents/charge-1', 'in_progress', { tool: 'charge', leaseAgo: '1 hour' })
     // A lease that ran out a moment ago is the normal crash window, within the margin.
     await insertOperation('agents/charge-2', 'in_progress', { tool: 'charge', leaseAgo: '10 seconds' })
+    // A source's own forward an earlier version left claimed: nothing invokes it again, and its
+    // event's row decides, so it is not a finding. A forward in code is.
+    await insertOperation('shop:evt_left:forward', 'in_progress', { leaseAgo: '1 hour' })
+    await insertOperation('coded:evt_left:forward', 'in_progress', { leaseAgo: '1 hour' })
     const line = lineOf(await doctor(), 'operations.stale_lease')
-    expect(line).toContain('1 operation(s)')
+    expect(line).toContain('2 operation(s)')
     expect(line).toContain('agents/charge-1 (newest attempt: in_flight)')
+    expect(line).toContain('coded:evt_left:forward')
     expect(line).not.toContain('charge-2')
+    expect(line).not.toContain('shop:')
     // A bounded read says its count is a lower bound.
     await insertOperation('agents/charge-3', 'in_progress', { tool: 'charge', leaseAgo: '2 hours' })
     const bounded = lineOf(await doctor(['--scan-limit', '1']), 'operations.stale_lease')

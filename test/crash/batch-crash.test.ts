@@ -24,7 +24,6 @@ function writeConfig(
   name: string,
   handler: Record<string, unknown> | undefined,
   worker: Record<string, unknown>,
-  outbound: Record<string, unknown> = {},
 ) {
   return harness.writeConfig(
     {
@@ -37,7 +36,6 @@ function writeConfig(
       ],
       worker: { concurrency: 16, maxAttempts: 5, backoffBaseMs: 50, stalledIntervalMs: 1000, ...worker },
       relay: { intervalMs: 200, graceMs: 300, orphanAfterMs: 2000 },
-      outbound,
       queue: { prefix: `${uniquePrefix()}-${name}` },
     },
     `${name}.json`,
@@ -90,53 +88,68 @@ describe('SIGKILL in the middle of a batch', { timeout: 180_000 }, () => {
     expect(ids.some((id) => invocations(id) > 1)).toBe(true)
   })
 
-  it('forwards: every event ends DONE; a forward whose event was DONE before the kill is never sent again', async () => {
-    // Answers take a while, so the kill, as the first DONE has committed, finds forwards in flight
-    // and forwards answered whose DONE is still to commit. Their events stay leased for the
-    // worker's lease (6 s here) after the crash; waiting for it must not use up the event's attempts
-    // (three here, 50–200 ms apart): every event ends DONE, none FAILED.
-    const sink = await startSink(() => ({ status: 200, body: 'ok' }))
-    const slowSink = await startDelayingProxy(sink.url, 300)
-    try {
-      const config = writeConfig(
-        'forward',
-        { type: 'forward', url: slowSink.url, timeoutMs: 3000 },
-        { handlerTimeoutMs: 5000, leaseMs: 6000, maxAttempts: 3, backoffMaxMs: 200 },
-      )
-      const ids = await crashInBatch(SERVE, config, 'evt_bcrash_fwd_', 'worker.after_done')
-      const doneBeforeRestart = await harness.database.sql<{ event_id: string }[]>`
-        select event_id from inbound_events where event_id like 'evt_bcrash_fwd_%' and status = 'done'`
-      expect(doneBeforeRestart.length).toBeGreaterThan(0)
-      const [inFlight] = await harness.database.sql<{ n: number }[]>`
-        select count(*)::int as n from inbound_events where event_id like 'evt_bcrash_fwd_%' and status = 'processing'`
-      expect(inFlight?.n).toBeGreaterThan(0)
-
-      await start(SERVE, config, 'worker')
-      await expect
-        .poll(async () => (await statuses('evt_bcrash_fwd_')).every((s) => s === 'done'), { timeout: 60_000 })
-        .toBe(true)
-      const sent = sink.received.map((request) => String(request.headers['x-hookledger-event-id']))
-      expect(new Set(sent)).toEqual(new Set(ids))
-      for (const { event_id } of doneBeforeRestart) {
-        expect(sent.filter((id) => id === event_id)).toHaveLength(1)
-      }
-      // A repeat is only ever a forward that was under way at the kill (sent at most once more), and
-      // it carries the same key.
-      expect(sent.length - ids.length).toBeLessThanOrEqual(inFlight?.n ?? 0)
-      for (const request of sink.received) {
-        expect(request.headers['idempotency-key']).toBe(`acme:${request.headers['x-hookledger-event-id']}`)
-      }
-      // The forwards wrote nothing to the outbound ledger: the events' rows are their record.
-      const [operations] = await harness.database.sql<
-        { n: number }[]
-      >`select count(*)::int as n from operations`
-      expect(operations?.n).toBe(0)
-    } finally {
-      await slowSink.close()
-      await sink.close()
+  it('forwards, killed as the first DONE commits: every event ends DONE; none DONE before the kill is sent again', async () => {
+    const run = await crashForwards('worker.after_done', 'evt_bcrash_fwd_')
+    expect(run.doneBeforeRestart.length).toBeGreaterThan(0)
+    for (const eventId of run.doneBeforeRestart) {
+      expect(run.sent.filter((id) => id === eventId)).toHaveLength(1)
     }
+    expect(run.sent.length - run.ids.length).toBeLessThanOrEqual(run.inFlight)
+  })
+
+  it('forwards, killed as the first answered forward reaches its DONE: that one is sent once more, under its key', async () => {
+    const run = await crashForwards('worker.before_done', 'evt_bcrash_ans_')
+    // The event that reached its DONE mark had its 2xx, and no DONE committed before the kill: it is
+    // the window an at-least-once forward has, so it goes out once more with the same key.
+    expect(run.doneBeforeRestart).toEqual([])
+    expect(run.sent.length).toBeGreaterThan(run.ids.length)
+    expect(run.sent.length - run.ids.length).toBeLessThanOrEqual(run.inFlight)
   })
 })
+
+/**
+ * Kills a forwarding worker at `failpoint` in the middle of a batch, restarts one, and waits for
+ * every event to end DONE. Answers take a while, so the kill finds forwards in flight and forwards
+ * answered whose DONE is still to commit. Their events stay leased for the worker's lease (6 s here)
+ * after the crash; waiting for it uses up no attempt (three here, 50–200 ms apart), so every event
+ * ends DONE, none FAILED. Every send carries its event's key, and the forwards write nothing to the
+ * outbound ledger: the events' rows are their record.
+ */
+async function crashForwards(failpoint: FailpointName, prefix: string) {
+  const sink = await startSink(() => ({ status: 200, body: 'ok' }))
+  const slowSink = await startDelayingProxy(sink.url, 300)
+  try {
+    const config = writeConfig(
+      `forward-${failpoint}`,
+      { type: 'forward', url: slowSink.url, timeoutMs: 3000 },
+      { handlerTimeoutMs: 5000, leaseMs: 6000, maxAttempts: 3, backoffMaxMs: 200 },
+    )
+    const ids = await crashInBatch(SERVE, config, prefix, failpoint)
+    const done = await harness.database.sql<{ event_id: string }[]>`
+      select event_id from inbound_events where event_id like ${`${prefix}%`} and status = 'done'`
+    const [inFlight] = await harness.database.sql<{ n: number }[]>`
+      select count(*)::int as n from inbound_events where event_id like ${`${prefix}%`} and status = 'processing'`
+    expect(inFlight?.n).toBeGreaterThan(0)
+
+    await start(SERVE, config, 'worker')
+    await expect
+      .poll(async () => (await statuses(prefix)).every((s) => s === 'done'), { timeout: 60_000 })
+      .toBe(true)
+    const sent = sink.received.map((request) => String(request.headers['x-hookledger-event-id']))
+    expect(new Set(sent)).toEqual(new Set(ids))
+    for (const request of sink.received) {
+      expect(request.headers['idempotency-key']).toBe(`acme:${request.headers['x-hookledger-event-id']}`)
+    }
+    const [operations] = await harness.database.sql<
+      { n: number }[]
+    >`select count(*)::int as n from operations where operation_key like ${`acme:${prefix}%`}`
+    expect(operations?.n).toBe(0)
+    return { ids, sent, doneBeforeRestart: done.map((row) => row.event_id), inFlight: inFlight?.n ?? 0 }
+  } finally {
+    await slowSink.close()
+    await sink.close()
+  }
+}
 
 describe('SIGKILL after the lease, before the forward was sent', { timeout: 60_000 }, () => {
   it('the restarted worker takes the event over once its lease runs out and sends it once', async () => {

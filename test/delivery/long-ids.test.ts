@@ -8,8 +8,8 @@ import { signedHeaders, TEST_SECRET } from '../support/signing.js'
 import { startSink } from '../support/sink.js'
 
 // Every id the spec allows must be forwarded: Standard Webhooks ids are 1-255 characters, and the
-// operation keys derived from them (`<source>:<id>:forward`, `<source>:<id>:route:<route>`, a code
-// route's steps) have a 255-character limit of their own. A 1,000-character dedup key part too.
+// operation keys derived from them (`<source>:<id>:route:<route>`, a code route's steps) have a
+// 255-character limit of their own. A 1,000-character dedup key part too.
 
 const t = useDeliveryTest()
 

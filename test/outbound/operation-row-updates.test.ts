@@ -31,7 +31,7 @@ describe('an operation row rewritten by its success (migration 0022)', () => {
     expect(options?.reloptions).toContain('fillfactor=50')
 
     const batches = operationBatches(database.sql)
-    // Shaped as a forward's claim (src/db/events.ts forwardClaimInput): ~430 bytes a row.
+    // Shaped as a forward's claim (a route's, or a forward in code): ~430 bytes a row.
     const claims = Array.from({ length: 64 }, (_, i) => ({
       key: `acme:evt_${randomUUID()}:forward`,
       tool: 'forward',

@@ -37,6 +37,11 @@ beforeAll(async () => {
           handler: { type: 'forward', url: sink.url, timeoutMs: 1000 },
         },
         {
+          id: 'routed',
+          verify: { scheme: 'standard-webhooks', secrets: ['env:NONE'] },
+          routes: [{ id: 'main', forward: { url: sink.url, timeoutMs: 1000 } }],
+        },
+        {
           id: 'dead',
           verify: { scheme: 'standard-webhooks', secrets: ['env:NONE'] },
           routes: [{ id: 'main', forward: { url: deadSink.url, timeoutMs: 1000 } }],
@@ -177,10 +182,10 @@ const lostCharge = defineTool<{ amount: number }, never>({
 })
 
 describe("the agents' API reaches only the agents' space", () => {
-  it('a pre-claimed forward key silences nothing: the destination gets each event once, and the forward is unreadable', async () => {
-    const deliver = async (eventId: string) => {
+  it('a pre-claimed delivery key silences nothing: the destination gets each event once, and its answer is unreadable', async () => {
+    const deliver = async (source: string, eventId: string) => {
       const body = JSON.stringify({ type: 'order.created', id: eventId })
-      const answer = await fetch(`${hookledger.url}/webhooks/live`, {
+      const answer = await fetch(`${hookledger.url}/webhooks/${source}`, {
         method: 'POST',
         body,
         headers: signedHeaders(body, { id: eventId }),
@@ -188,37 +193,66 @@ describe("the agents' API reaches only the agents' space", () => {
       expect(answer.status).toBe(200)
       await until(
         'the event to be done',
-        () => eventStatus('live', eventId),
+        () => eventStatus(source, eventId),
         (status) => status === 'done' || status === 'failed',
       )
       return body
     }
-    // The attacker predicts a forward's key and arguments and claims it first, reporting success...
-    const silenced = 'msg_preclaimed_forward'
-    const silencedBody = JSON.stringify({ type: 'order.created', id: silenced })
-    await claimAndSucceed(anyAgent, `live:${silenced}:forward`, 'forward', {
-      source: 'live',
-      eventId: silenced,
-      bodySha256: createHash('sha256').update(silencedBody).digest('hex'),
-    })
-    // ...or claims another with other arguments, which used to make the event FAILED.
-    const conflicted = 'msg_preclaimed_other_args'
-    await claimAndSucceed(anyAgent, `live:${conflicted}:forward`, 'forward', { other: true })
+    const bodySha256 = (eventId: string) =>
+      createHash('sha256')
+        .update(JSON.stringify({ type: 'order.created', id: eventId }))
+        .digest('hex')
+    // The attacker predicts a delivery's key and arguments and claims it first, reporting success
+    // (a route's delivery, which is the service's own operation; a source's own forward, which has
+    // none but whose key an earlier version used)...
+    const attacks = [
+      {
+        source: 'routed',
+        eventId: 'msg_preclaimed_route',
+        key: 'routed:msg_preclaimed_route:route:main',
+        service: 'completed',
+      },
+      {
+        source: 'live',
+        eventId: 'msg_preclaimed_forward',
+        key: 'live:msg_preclaimed_forward:forward',
+        service: undefined,
+      },
+      // ...or claims one with other arguments, which used to make the event FAILED.
+      {
+        source: 'routed',
+        eventId: 'msg_preclaimed_other_args',
+        key: 'routed:msg_preclaimed_other_args:route:main',
+        service: 'completed',
+        other: true,
+      },
+    ]
+    for (const attack of attacks) {
+      await claimAndSucceed(
+        anyAgent,
+        attack.key,
+        'forward',
+        attack.other === true
+          ? { other: true }
+          : { source: attack.source, eventId: attack.eventId, bodySha256: bodySha256(attack.eventId) },
+      )
+    }
 
-    for (const eventId of [silenced, conflicted]) {
-      const body = await deliver(eventId)
-      expect(await eventStatus('live', eventId)).toBe('done')
+    for (const attack of attacks) {
+      const body = await deliver(attack.source, attack.eventId)
+      expect(await eventStatus(attack.source, attack.eventId)).toBe('done')
       expect(sink.received.filter((r) => r.body === body)).toHaveLength(1)
-      const forwardKey = `live:${eventId}:forward`
-      // The service's forward writes no operation (its event's row is its record); the agent's
-      // operation is its own, in the agents' space.
-      expect(await operation(forwardKey)).toBeUndefined()
-      expect(await operation(`agents/${forwardKey}`)).toMatchObject({ status: 'completed' })
-      // Reading through the agents' API finds only the agent's own operation, never the forward's answer.
-      const read = await anyAgent('GET', `/${encodeURIComponent(forwardKey)}`)
+      // The service's delivery is its own operation (a route's), or none (a source's own forward,
+      // whose event's row is its record); the agent's operation is another, in the agents' space.
+      const ours = await operation(attack.key)
+      if (attack.service === undefined) expect(ours).toBeUndefined()
+      else expect(ours).toMatchObject({ status: attack.service, tool: 'forward' })
+      expect(await operation(`agents/${attack.key}`)).toMatchObject({ status: 'completed' })
+      // Reading through the agents' API finds only the agent's own operation, never the destination's answer.
+      const read = await anyAgent('GET', `/${encodeURIComponent(attack.key)}`)
       expect(read.body).toMatchObject({
-        key: forwardKey,
-        ledgerKey: `agents/${forwardKey}`,
+        key: attack.key,
+        ledgerKey: `agents/${attack.key}`,
         result: { pretend: true },
       })
     }
