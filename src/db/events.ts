@@ -215,12 +215,26 @@ export async function lockLeasedEvent(tx: Transaction, id: string, token: string
  * destination's limit or open circuit, a disabled route, a route's operation still leased by a
  * worker that died), so it runs again at `retryAt` with its attempts intact.
  */
-export async function releaseLease(client: postgres.Sql, id: string, token: string, retryAt: Date) {
+export async function releaseLease(
+  client: postgres.Sql,
+  id: string,
+  token: string,
+  retryAt: Date,
+  /** What the try sent and was answered, recorded as an attempt row with outcome `paused`. */
+  sent?: AttemptRecord & { error: string },
+) {
   await client`
-    update inbound_events
-    set status = 'pending', attempts = greatest(attempts - 1, 0), lease_token = null, lease_until = null,
-        next_attempt_at = ${retryAt.toISOString()}::timestamptz, updated_at = now()
-    where id = ${id} and lease_token = ${token}`
+    with released as (
+      update inbound_events
+      set status = 'pending', attempts = greatest(attempts - 1, 0), lease_token = null, lease_until = null,
+          next_attempt_at = ${retryAt.toISOString()}::timestamptz, updated_at = now()
+      where id = ${id} and lease_token = ${token}
+      returning id, replays)
+    insert into event_attempts
+      (event_row_id, attempt, replay, outcome, error, response_status, response_excerpt, started_at, finished_at)
+    select id, ${sent?.attempt ?? 0}, replays, 'paused', ${sent?.error ?? null}, ${sent?.responseStatus ?? null},
+           ${sent?.responseExcerpt ?? null}, ${sent?.startedAt.toISOString() ?? null}::timestamptz, clock_timestamp()
+    from released where ${sent !== undefined}::boolean`
 }
 
 /**

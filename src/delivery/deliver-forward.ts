@@ -42,7 +42,7 @@ export type ForwardDelivery =
   /** Held back (a destination limit, an open circuit, another worker's lease): no attempt used up. */
   | { kind: 'wait'; retryAfterMs: number; reason: string }
   /** The destination answered 410 Gone: the route is disabled until a person re-enables it. */
-  | { kind: 'paused'; reason: string }
+  | { kind: 'paused'; reason: string; details: HandlerResult }
   | { kind: 'failed'; error: string; details: HandlerResult }
 
 /**
@@ -100,7 +100,7 @@ export async function deliverForward(
       context.logger.warn({ route: route.id }, `route disabled: ${reason}`)
       deps.onRouteDisabled?.(context.source, route.id, reason)
     }
-    return { kind: 'paused', reason }
+    return { kind: 'paused', reason, details }
   }
   return { kind: 'failed', error: describeOutcome(outcome), details }
 }

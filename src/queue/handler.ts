@@ -95,6 +95,11 @@ export class RetryLaterError extends Error {
     readonly retryAfterMs: number,
     /** Logged at debug: the wait is reported elsewhere (an ordering key's summary per minute). */
     readonly quiet = false,
+    /**
+     * What this try sent and was answered before it had to wait (a 410 Gone that disabled the
+     * forward): recorded as the event's attempt with outcome `paused`, which spends no attempt.
+     */
+    readonly sent?: HandlerResult & { error: string },
   ) {
     super(message)
     this.name = 'RetryLaterError'

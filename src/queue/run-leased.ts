@@ -134,7 +134,13 @@ async function runAttempt(
       // Waiting for another worker's lease is not this event's failure: no attempt is used up.
       span.setAttribute('hookledger.result', 'retry_later')
       const retryAt = Date.now() + Math.max(error.retryAfterMs, 250)
-      await releaseLease(deps.sql, row.id, leaseToken, new Date(retryAt))
+      await releaseLease(
+        deps.sql,
+        row.id,
+        leaseToken,
+        new Date(retryAt),
+        error.sent === undefined ? undefined : { attempt: row.attempts, startedAt, ...error.sent },
+      )
       if (error.quiet) log().debug({ retryAfterMs: error.retryAfterMs }, error.message)
       else log().info({ retryAfterMs: error.retryAfterMs }, error.message)
       return runAgainAt(retryAt)

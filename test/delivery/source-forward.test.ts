@@ -166,6 +166,13 @@ describe('a source forward (handler: forward) is its one route', () => {
     expect(destination.received).toHaveLength(1)
     await expect.poll(() => statuses('gone'), { timeout: 2000, interval: 50 }).toEqual({ pending: 2 })
     expect(await errorAttempts('gone')).toBe(0)
+    // The send answered 410 is the event's attempt, paused: recorded, and no attempt spent.
+    const attempts = await t.database.sql<
+      Array<{ event_id: string; outcome: string; response_status: number }>
+    >`
+      select e.event_id, a.outcome, a.response_status from event_attempts a
+      join inbound_events e on e.id = a.event_row_id where e.source = 'gone'`
+    expect(attempts).toEqual([{ event_id: 'evt_gone_1', outcome: 'paused', response_status: 410 }])
 
     // The admin page lists it as the source's route, disabled, with an Enable button.
     const cookie = await adminCookie(url, ADMIN_TOKEN)
