@@ -131,7 +131,8 @@ async function runAttempt(
       return done
     }
     if (error instanceof RetryLaterError) {
-      // Waiting for another worker's lease is not this event's failure: no attempt is used up.
+      // Waiting (a destination's limit or open circuit, a disabled route, a route's operation leased
+      // by another worker) is not this event's failure: no attempt is used up.
       span.setAttribute('hookledger.result', 'retry_later')
       const retryAt = Date.now() + Math.max(error.retryAfterMs, 250)
       await releaseLease(
