@@ -266,4 +266,86 @@ describe('a source forward (handler: forward) is its one route', () => {
       select id, status::text from operations where operation_key like 'up:%'`
     expect(operations).toEqual([{ id: claimed?.id, status: 'in_progress' }])
   }, 30_000)
+
+  it('stops a forward that starts late in its lease (a slow evidence step) before the lease ends', async () => {
+    // The event's lease is all that keeps a second worker from sending the event while the first
+    // still is. An evidence step runs ahead of the handler and outside its deadline, so a slow one
+    // leaves the handler less of the lease than handlerTimeoutMs; its deadline then ends a margin
+    // before the lease does (FAST_WORKER: leaseMs 3000, handlerTimeoutMs 2000, a margin of 500 ms).
+    const arrivals: number[] = []
+    const destination = await startSink(async (_request, index) => {
+      arrivals.push(Date.now())
+      // The first send hangs past every deadline; the retry is answered at once.
+      if (index === 0) await new Promise((resolve) => setTimeout(resolve, 5000))
+      return { status: 200 }
+    })
+    t.closeAfter(destination.close)
+    const lateConfig = buildConfig(
+      {
+        sources: [
+          {
+            id: 'late',
+            verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
+            handler: { type: 'forward', url: destination.url, timeoutMs: 10_000 },
+            evidence: [
+              {
+                eventTypes: ['charge.succeeded'],
+                operationKey: '/data/object/metadata/hookledger_key',
+                settles: { keyPrefixes: ['order_'] },
+              },
+            ],
+          },
+        ],
+        worker: { ...FAST_WORKER, maxAttempts: 3 },
+        relay: FAST_RELAY,
+      },
+      () => undefined,
+    )
+    const service = await t.start({ config: lateConfig })
+    // The evidence step's insert waits behind this lock for 1.5 s of the lease.
+    const lockHeld = t.database.sql.begin(async (tx) => {
+      await tx`lock table operation_evidence in share mode`
+      const payload = {
+        type: 'charge.succeeded',
+        id: 'evt_late_1',
+        data: { object: { metadata: { hookledger_key: 'order_late_1' } } },
+      }
+      await deliverEvent(service.url, 'late', 'evt_late_1', payload)
+      await expect
+        .poll(
+          async () =>
+            (
+              await t.database.sql<Array<{ n: number }>>`
+                select count(*)::int as n from pg_locks l join pg_class c on c.oid = l.relation
+                where c.relname = 'operation_evidence' and not l.granted`
+            )[0]?.n,
+          { timeout: 10_000, interval: 20 },
+        )
+        .toBe(1)
+      await new Promise((resolve) => setTimeout(resolve, 1500))
+    })
+    await lockHeld
+    await expect.poll(() => statuses('late'), { timeout: 15_000 }).toEqual({ done: 1 })
+
+    const attempts = await t.database.sql<
+      Array<{ outcome: string; error: string | null; startedAt: number; finishedAt: number }>
+    >`
+      select a.outcome::text, a.error,
+             extract(epoch from a.started_at)::float8 * 1000 as "startedAt",
+             extract(epoch from a.finished_at)::float8 * 1000 as "finishedAt"
+      from event_attempts a join inbound_events e on e.id = a.event_row_id
+      where e.source = 'late' order by a.attempt`
+    expect(attempts.map((attempt) => attempt.outcome)).toEqual(['error', 'done'])
+    const [first] = attempts
+    // Cut to what the lease had left (~1000 ms), not handlerTimeoutMs: the attempt, evidence step
+    // included, ended within the lease (taken before the attempt started). Uncut, it would have run
+    // ~3500 ms, past the lease's 3000.
+    const cut = /handler did not finish within (\d+) ms, what its lease had left/.exec(first?.error ?? '')
+    expect(cut, first?.error ?? '').not.toBeNull()
+    expect(Number(cut?.[1])).toBeLessThan(2000)
+    expect((first?.finishedAt ?? 0) - (first?.startedAt ?? 0)).toBeLessThan(3000)
+    // The second send went out after the first was given up on, not beside it.
+    expect(arrivals).toHaveLength(2)
+    expect(arrivals[1]).toBeGreaterThanOrEqual(first?.finishedAt ?? Number.POSITIVE_INFINITY)
+  }, 30_000)
 })
