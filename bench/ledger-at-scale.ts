@@ -19,10 +19,10 @@ import {
   openSync,
   rmSync,
   statSync,
-  unlinkSync,
   writeFileSync,
   writeSync,
 } from 'node:fs'
+import { open, unlink } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { performance } from 'node:perf_hooks'
@@ -31,6 +31,7 @@ import type { Config } from '../src/config/config.js'
 import { migrateLedger } from '../src/db/migrate.js'
 import { createLogger } from '../src/logger.js'
 import { startRetention } from '../src/retention/loop.js'
+import { usesGenericPlans } from '../src/retention/partitions.js'
 import { buildConfig } from '../src/service/config.js'
 import { type Child, startChild } from '../test/support/child.js'
 import { testRedisUrl } from '../test/support/env.js'
@@ -61,9 +62,11 @@ const OLD_BATCH = 1000
 const PASS_AFTER_MS = 1500
 /**
  * The service's own retention (its worker runs a pass a minute after it starts) keeps the expired
- * day: only the bench's pass drops a period. Its dedup window is as long (a config rule).
+ * day: only the bench's pass drops a period. Its dedup window is as long (a config rule). No longer:
+ * a config that keeps more than GENERIC_PLAN_MAX_PERIODS periods (this + 1 + 2 made ahead) plans the
+ * worker's batched statements at each call, which is not the default's ledger (30 days) measured here.
  */
-const SERVICE_RETENTION_DAYS = 45
+const SERVICE_RETENTION_DAYS = 37
 /** Small headers as a provider sends them. */
 const HEADERS = JSON.stringify({
   'content-type': 'application/json',
@@ -430,13 +433,13 @@ async function expiredPeriod(url: string, today: Date): Promise<ExpiredPeriod> {
 }
 
 /**
- * What removing `bytes` of files costs the filesystem of PostgreSQL's data directory on its own: a
- * DROP's COMMIT truncates or unlinks its tables' files, and on a filesystem mounted with `discard`
- * (or a virtual disk slow to free extents) that, not PostgreSQL, is most of a pass's wall time.
- * Files of the same bytes (1 GiB segments, as PostgreSQL's), written and synced in a folder of
- * that filesystem, then unlinked: undefined when no such folder is writable here.
+ * Files of `bytes` (1 GiB segments, as PostgreSQL's), written and synced in a folder on the
+ * filesystem of PostgreSQL's data directory, to unlink beside a pass: a DROP's COMMIT truncates or
+ * unlinks its tables' files, and on a filesystem mounted with `discard` (or a virtual disk slow to
+ * free extents) that, not PostgreSQL, is most of a pass's wall time. Undefined when no folder on
+ * that filesystem is writable from here.
  */
-function unlinkControlMs(bytes: number, dataDirectory: string | undefined): number | undefined {
+function filesToUnlink(bytes: number, dataDirectory: string | undefined): UnlinkControl | undefined {
   if (dataDirectory === undefined || bytes <= 0) return undefined
   let device: number
   try {
@@ -453,34 +456,50 @@ function unlinkControlMs(bytes: number, dataDirectory: string | undefined): numb
   })
   if (folder === undefined) return undefined
   const work = mkdtempSync(join(folder, 'hookledger-unlink-'))
+  const chunk = Buffer.alloc(8 * 1024 * 1024, 1)
+  const segment = 1024 * 1024 * 1024
+  const files: string[] = []
   try {
-    const chunk = Buffer.alloc(8 * 1024 * 1024, 1)
-    const segment = 1024 * 1024 * 1024
-    const files: string[] = []
     for (let left = bytes; left > 0; left -= segment) {
       const file = join(work, String(files.length))
+      const size = Math.min(left, segment)
       const fd = openSync(file, 'w')
       try {
-        for (let written = 0; written < Math.min(left, segment); written += chunk.length)
-          writeSync(fd, chunk, 0, Math.min(chunk.length, Math.min(left, segment) - written))
+        for (let written = 0; written < size; written += chunk.length)
+          writeSync(fd, chunk, 0, Math.min(chunk.length, size - written))
         fsyncSync(fd)
       } finally {
         closeSync(fd)
       }
       files.push(file)
     }
-    const started = performance.now()
-    for (const file of files) unlinkSync(file)
-    const directory = openSync(work, 'r')
-    try {
-      fsyncSync(directory)
-    } finally {
-      closeSync(directory)
-    }
-    return performance.now() - started
-  } finally {
+  } catch (error) {
     rmSync(work, { recursive: true, force: true })
+    throw error
   }
+  return {
+    async unlinkMs() {
+      try {
+        const started = performance.now()
+        // Off the event loop (libuv's pool), so a load running in this process keeps its pace.
+        for (const file of files) await unlink(file)
+        const directory = await open(work, 'r')
+        try {
+          await directory.sync()
+        } finally {
+          await directory.close()
+        }
+        return performance.now() - started
+      } finally {
+        rmSync(work, { recursive: true, force: true })
+      }
+    },
+  }
+}
+
+interface UnlinkControl {
+  /** Unlinks the files and syncs their folder; the time it took. */
+  unlinkMs(): Promise<number>
 }
 
 /**
@@ -686,6 +705,12 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
       await addPastPeriods(sql, { daysAgo: Array.from({ length: oldest }, (_, i) => oldest - i), today })
       await sql`vacuum analyze`
     })
+    // The service's own config, as its processes decide at start whether their batched statements
+    // keep generic plans (src/service/service.ts).
+    const genericPlans = usesGenericPlans(
+      buildConfig(JSON.parse(serviceConfigText('plan-check')), () => undefined),
+      periodCount,
+    )
     const periodsIntake = await intake(options, serviceConfig('periods'), periods.url, options.loadSeconds)
     const periodsDrain = await drain(options, periods, 'scale-periods')
     await drop(periods.name)
@@ -733,7 +758,7 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
     }
     const expired = await expiredPeriod(history.url, today)
     const pass = await partitionedPass(history.url, passConfig, expired)
-    const unlinkMs = unlinkControlMs(expired.bytes, expired.dataDirectory)
+    const unlinkMs = await filesToUnlink(expired.bytes, expired.dataDirectory)?.unlinkMs()
 
     // 5. The day again, then the intake without and with a pass dropping it.
     const refill = postgres(history.url, { max: 1, onnotice: () => {} })
@@ -765,6 +790,16 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
       )
     })
     const deadlocksDuring = await deadlocks(history.url)
+    // The same load while only the filesystem frees the day's bytes: what of the pass's effect on
+    // the intake is the disk's, not PostgreSQL's.
+    const control = filesToUnlink(again.bytes, again.dataDirectory)
+    const underUnlink =
+      control === undefined
+        ? undefined
+        : await intake(options, historyConfig, history.url, passLoadSeconds, async () => {
+            await new Promise((resolve) => setTimeout(resolve, PASS_AFTER_MS))
+            return control.unlinkMs()
+          })
     const duringPass = typeof during.alongside === 'object' ? during.alongside : undefined
     const duringError = typeof during.alongside === 'string' ? during.alongside : undefined
     await drop(history.name)
@@ -777,7 +812,13 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
     await drop(old.name)
 
     // What it all says.
-    const loads = [...pairs.flatMap((pair) => [pair.empty, pair.history]), periodsIntake, quiet, during]
+    const loads = [
+      ...pairs.flatMap((pair) => [pair.empty, pair.history]),
+      periodsIntake,
+      quiet,
+      during,
+      ...(underUnlink === undefined ? [] : [underUnlink]),
+    ]
     failed ||= loads.some((r) => r.load.non2xx > 0 || r.load.errors > 0 || r.lagSeconds === undefined)
     const removedEvents = (r: PassResult) => r.removed.get('inbound_events') ?? 0
     failed ||= removedEvents(pass) !== perDay || !pass.complete
@@ -822,6 +863,8 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
       `The pre-0018 ledger: ${count(oldFill.rows)} events over days ${oldDays.join(', ')} (the same expired day, ${count(oldFill.rows - perDay)} younger rows; fewer than the partitioned ledger's, to fill once only), filled in ${inSeconds(oldFill.insertMs)} s + ${inSeconds(oldFill.vacuumMs)} s.`,
       `Loads: ${options.loadSeconds} s of autocannon on \`serve\` (api and worker in one process), then until every accepted event was forwarded. Drain: ${count(options.drainEvents)} events, one worker process, concurrency ${options.drainConcurrency} (hookledger only).`,
       '',
+      `The service's worker ${genericPlans ? 'keeps one generic plan for each of its batched statements' : 'plans its batched statements at each call (its config keeps more periods than a generic plan should lock)'}: retentionDays ${SERVICE_RETENTION_DAYS}, ${periodCount} periods held.`,
+      '',
       `Each of the ${pairs.length} pairs: an intake on each ledger, then a drain on each, the history first in every second pair. Figures are each measure's median pair; the ratio column lists every pair's in order.`,
       '',
       `| measure | empty partitioned ledger (${emptyPeriodCount} periods) | empty, with the history's ${periodCount} periods (once) | ledger with the history (${periodCount} periods) | ratio history/empty: median (each pair) | target | |`,
@@ -846,6 +889,9 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
       '|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|',
       `| without a retention pass | ${quiet.load.acceptedPerSecond.toFixed(0)} | ${quiet.load.p50} | ${quiet.load.p99} | ${quiet.load.non2xx} | ${quiet.load.errors} | ${deadlocksQuiet - deadlocksBefore} | – | – | | |`,
       `| while the pass drops the expired day | ${during.load.acceptedPerSecond.toFixed(0)} | ${during.load.p50} | ${during.load.p99} | ${during.load.non2xx} | ${during.load.errors} | ${deadlocksDuring - deadlocksQuiet} | ${inSeconds(duringPass?.wallMs)} | ${duringPass === undefined ? 'the pass failed' : removedLine(duringPass)} | p99 within 20 % of without | ${met(passP99Ratio <= 1.2)} (${passP99Ratio.toFixed(2)}) |`,
+      underUnlink === undefined
+        ? "| while files of the same bytes are unlinked outside PostgreSQL | not measured: no folder on the data directory's filesystem is writable from here | | | | | | | | | |"
+        : `| while files of the same bytes are unlinked outside PostgreSQL (no pass) | ${underUnlink.load.acceptedPerSecond.toFixed(0)} | ${underUnlink.load.p50} | ${underUnlink.load.p99} | ${underUnlink.load.non2xx} | ${underUnlink.load.errors} | – | ${inSeconds(underUnlink.alongside)} (the unlink) | – | | (${ratio(underUnlink.load.p99, quiet.load.p99).toFixed(2)}) |`,
       '',
       `The expired day's partitions held ${(expired.bytes / 1024 ** 3).toFixed(2)} GiB on disk (tables, indexes, TOAST), whose files the DROP's COMMIT truncates and unlinks. ${unlinkMs === undefined ? "Files of the same bytes were not unlinked beside it: no folder on the data directory's filesystem is writable from here." : `Files of the same bytes, written and synced on the data directory's filesystem outside PostgreSQL, took ${inSeconds(unlinkMs)} s to unlink: that much of the pass's wall time is the filesystem's.`}`,
       '',
