@@ -11,7 +11,9 @@
 //   - the same day removed on a ledger migrated only up to 0017 (one unpartitioned table), by the
 //     row-by-row pass retention ran before 0018, reproduced statement for statement in SQL (the
 //     code of today needs 0018's tables);
-//   - the intake's p99 while a retention pass drops a day, against the same load without it.
+//   - beside that pass, files of the same bytes unlinked outside PostgreSQL: the filesystem's share;
+//   - the intake's p99 while a retention pass drops a day, against the same load without it, and
+//     while only files of that day's bytes are unlinked (the disk's part of the difference).
 import {
   closeSync,
   fsyncSync,
@@ -62,9 +64,10 @@ const OLD_BATCH = 1000
 const PASS_AFTER_MS = 1500
 /**
  * The service's own retention (its worker runs a pass a minute after it starts) keeps the expired
- * day: only the bench's pass drops a period. Its dedup window is as long (a config rule). No longer:
- * a config that keeps more than GENERIC_PLAN_MAX_PERIODS periods (this + 1 + 2 made ahead) plans the
- * worker's batched statements at each call, which is not the default's ledger (30 days) measured here.
+ * day: only the bench's pass drops a period. Its dedup window is as long (a config rule). At most 37:
+ * a config that keeps more than GENERIC_PLAN_MAX_PERIODS periods (these days + 1 + 2 made ahead)
+ * plans the worker's batched statements at each call, which a default config's ledger (30 days)
+ * does not.
  */
 const SERVICE_RETENTION_DAYS = 37
 /** Small headers as a provider sends them. */
