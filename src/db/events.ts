@@ -223,18 +223,24 @@ export async function releaseLease(
   /** What the try sent and was answered, recorded as an attempt row with outcome `paused`. */
   sent?: AttemptRecord & { error: string },
 ) {
+  // Not sent until awaited: alone when the try sent nothing, else inside the statement that records it.
+  const release = client`
+    update inbound_events
+    set status = 'pending', attempts = greatest(attempts - 1, 0), lease_token = null, lease_until = null,
+        next_attempt_at = ${retryAt.toISOString()}::timestamptz, updated_at = now()
+    where id = ${id} and lease_token = ${token}
+    returning id, replays`
+  if (sent === undefined) {
+    await release
+    return
+  }
   await client`
-    with released as (
-      update inbound_events
-      set status = 'pending', attempts = greatest(attempts - 1, 0), lease_token = null, lease_until = null,
-          next_attempt_at = ${retryAt.toISOString()}::timestamptz, updated_at = now()
-      where id = ${id} and lease_token = ${token}
-      returning id, replays)
+    with released as (${release})
     insert into event_attempts
       (event_row_id, attempt, replay, outcome, error, response_status, response_excerpt, started_at, finished_at)
-    select id, ${sent?.attempt ?? 0}, replays, 'paused', ${sent?.error ?? null}, ${sent?.responseStatus ?? null},
-           ${sent?.responseExcerpt ?? null}, ${sent?.startedAt.toISOString() ?? null}::timestamptz, clock_timestamp()
-    from released where ${sent !== undefined}::boolean`
+    select id, ${sent.attempt}, replays, 'paused', ${sent.error}, ${sent.responseStatus ?? null},
+           ${sent.responseExcerpt ?? null}, ${sent.startedAt.toISOString()}::timestamptz, clock_timestamp()
+    from released`
 }
 
 /**

@@ -54,15 +54,15 @@ export function sourceForwardHandler(deps: FanOutDependencies, source: string): 
           return attemptFacts(delivered.result)
         case 'wait':
           throw new RetryLaterError(delivered.reason, delivered.retryAfterMs)
-        case 'paused': {
+        case 'paused':
           deps.disabledRoutes.disabled(source, route.id, delivered.reason)
-          const reason = `the forward of source '${source}': ${delivered.reason}`
           // The send that was answered 410 is recorded on the event (a route's on its operation).
-          throw new RetryLaterError(reason, deps.pausedRecheckMs, false, {
-            error: reason,
-            ...delivered.details,
-          })
-        }
+          throw new RetryLaterError(
+            `the forward of source '${source}': ${delivered.reason}`,
+            deps.pausedRecheckMs,
+            false,
+            delivered.details,
+          )
         case 'failed':
           throw new HandlerError(delivered.error, delivered.details)
         default:

@@ -97,9 +97,10 @@ export class RetryLaterError extends Error {
     readonly quiet = false,
     /**
      * What this try sent and was answered before it had to wait (a 410 Gone that disabled the
-     * forward): recorded as the event's attempt with outcome `paused`, which spends no attempt.
+     * forward): recorded as the event's attempt with outcome `paused` and this error's message,
+     * which spends no attempt.
      */
-    readonly sent?: HandlerResult & { error: string },
+    readonly sent?: HandlerResult,
   ) {
     super(message)
     this.name = 'RetryLaterError'

@@ -140,7 +140,9 @@ async function runAttempt(
         row.id,
         leaseToken,
         new Date(retryAt),
-        error.sent === undefined ? undefined : { attempt: row.attempts, startedAt, ...error.sent },
+        error.sent === undefined
+          ? undefined
+          : { attempt: row.attempts, startedAt, error: error.message, ...error.sent },
       )
       if (error.quiet) log().debug({ retryAfterMs: error.retryAfterMs }, error.message)
       else log().info({ retryAfterMs: error.retryAfterMs }, error.message)
