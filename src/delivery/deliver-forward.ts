@@ -86,7 +86,10 @@ export async function deliverForward(
       ),
     )
   } finally {
-    await admission.settle(verdictOf(sent), sent?.answer?.retryAfterMs)
+    // Not awaited: once the destination answered, the attempt's outcome is what it answered. A store
+    // slow to take the guard's bookkeeping (a Redis failing over) would otherwise hold the handler
+    // past its deadline, and a forward the destination took would count as failed and go again.
+    void admission.settle(verdictOf(sent), sent?.answer?.retryAfterMs)
   }
   if (outcome.kind === 'completed') return { kind: 'done', result: outcome.result }
   if (outcome.kind === 'retry_later') {

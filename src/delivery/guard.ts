@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto'
 import type { Dispatcher } from 'undici'
 import type { RouteForward } from '../config/routes.js'
+import { settlesWithin } from '../deadline.js'
 import type { Logger } from '../logger.js'
 
 /**
@@ -31,6 +32,8 @@ export type Admission =
       /**
        * Ends the delivery: frees its concurrency slot and feeds the circuit breaker. `retryAfterMs`
        * (a 429 or 503 answer's Retry-After) holds back every delivery to the destination that long.
+       * This process's view of the circuit takes the verdict at once; the store's writes resolve the
+       * promise, which never rejects (a store that fails them is logged), and close() waits for them.
        */
       settle(verdict: DeliveryVerdict, retryAfterMs?: number): Promise<void>
     }
@@ -90,6 +93,8 @@ export interface GuardStore {
 const SLOT_WAIT_MS = 250
 /** When the store does not answer: the delivery waits rather than go out unguarded or fail. */
 const STORE_DOWN_WAIT_MS = 1000
+/** How long close() waits for the settles still writing to the store (a command's own timeout). */
+const SETTLES_AT_CLOSE_MS = 1000
 
 export interface GuardEvents {
   /** The circuit of this destination just opened (by this process's verdict). */
@@ -98,10 +103,17 @@ export interface GuardEvents {
 
 /** The guard's one policy over either store. */
 export function createGuard(store: GuardStore, logger: Logger, events: GuardEvents = {}): DestinationGuard {
+  // Settles whose writes are under way: a delivery does not wait for them (deliver-forward.ts).
+  const settling = new Set<Promise<void>>()
+  const track = (writes: Promise<void>) => {
+    settling.add(writes)
+    void writes.finally(() => settling.delete(writes))
+    return writes
+  }
   return {
     async admit(destination) {
       try {
-        return await admit(store, destination, events, logger)
+        return await admit(store, destination, events, logger, track)
       } catch (error) {
         logger.warn(
           { err: error, destination: destination.id },
@@ -119,7 +131,10 @@ export function createGuard(store: GuardStore, logger: Logger, events: GuardEven
       const state: CircuitState = openUntil === 0 ? 'closed' : openUntil > Date.now() ? 'open' : 'half_open'
       return { state, failures, openUntil: openUntil === 0 ? null : new Date(openUntil) }
     },
-    close: () => store.close(),
+    async close() {
+      await settlesWithin(Promise.all(settling), SETTLES_AT_CLOSE_MS)
+      await store.close()
+    },
   }
 }
 
@@ -128,6 +143,7 @@ async function admit(
   destination: Destination,
   events: GuardEvents,
   logger: Logger,
+  track: (writes: Promise<void>) => Promise<void>,
 ): Promise<Admission> {
   const { id, forward: limits } = destination
   const token = randomUUID()
@@ -175,26 +191,31 @@ async function admit(
   }
   return {
     kind: 'admitted',
-    async settle(verdict, retryAfterMs) {
-      try {
-        if (limits.concurrency !== undefined) await store.releaseSlot(id, token)
-        const opened = await store.record(id, verdict.kind, {
-          probeToken,
-          threshold: limits.circuitBreaker.failureThreshold,
-          coolDownMs: limits.circuitBreaker.coolDownMs,
-          retryAfterMs: retryAfterMs ?? 0,
-        })
-        if (opened) {
-          logger.warn({ destination: id, coolDownMs: limits.circuitBreaker.coolDownMs }, 'circuit opened')
-          events.onCircuitOpen?.(id, limits.circuitBreaker.coolDownMs)
-        }
-      } catch (error) {
-        // The delivery itself is recorded in the ledger; a slot left behind expires after holdMs.
-        logger.warn(
-          { err: error, destination: id },
-          'could not record a delivery with its destination limits',
-        )
-      }
+    settle(verdict, retryAfterMs) {
+      // Both start in this turn: the verdict reaches this process's view of the circuit before the
+      // next admit reads it, not one round trip to the store later.
+      const released = limits.concurrency === undefined ? undefined : store.releaseSlot(id, token)
+      const recorded = store.record(id, verdict.kind, {
+        probeToken,
+        threshold: limits.circuitBreaker.failureThreshold,
+        coolDownMs: limits.circuitBreaker.coolDownMs,
+        retryAfterMs: retryAfterMs ?? 0,
+      })
+      return track(
+        Promise.all([released, recorded])
+          .then(([, opened]) => {
+            if (!opened) return
+            logger.warn({ destination: id, coolDownMs: limits.circuitBreaker.coolDownMs }, 'circuit opened')
+            events.onCircuitOpen?.(id, limits.circuitBreaker.coolDownMs)
+          })
+          .catch((error: unknown) => {
+            // The delivery itself is recorded in the ledger; a slot left behind expires after holdMs.
+            logger.warn(
+              { err: error, destination: id },
+              'could not record a delivery with its destination limits',
+            )
+          }),
+      )
     },
   }
 }

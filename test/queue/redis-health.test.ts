@@ -331,4 +331,48 @@ describe('a Redis that stops answering', () => {
       await ownDatabase.drop()
     }
   }, 90_000)
+
+  it('as a forward is answered: the event is DONE and sent once, the guard’s bookkeeping left to finish after it', async () => {
+    const ownDatabase = await createTestDatabase()
+    const redis = await startRedisServer()
+    let frozen = false
+    // The destination takes the forward and answers 200 as Redis stops answering. With a concurrency
+    // cap the guard gives the send's slot back after it, a command that now waits for its timeout
+    // (a second): longer than the handler's deadline here, as a failover can take longer than any.
+    // Awaited, it held the handler past its deadline: "did not finish within 500 ms", and a retry
+    // sent the forward the destination had taken a second time.
+    const sink = await startSink(() => {
+      redis.freeze()
+      frozen = true
+      return { status: 200 }
+    })
+    const config = testConfig(
+      { worker: { ...FAST_WORKER, handlerTimeoutMs: 500 }, relay: FAST_RELAY },
+      { handler: { type: 'forward', url: sink.url, concurrency: 1 } },
+    )
+    const service = await startTestService({ config, database: ownDatabase, redisUrl: redis.url })
+    try {
+      expect((await deliverSigned(service.url, 'acme', 'evt_answered')).status).toBe(200)
+      // DONE is the ledger's (PostgreSQL's) alone: it needs no answer from the frozen Redis.
+      await expect
+        .poll(() => notDoneYet(ownDatabase.sql, ['evt_answered']), { timeout: 5000 })
+        .toEqual([])
+      expect(frozen).toBe(true)
+      redis.thaw()
+      frozen = false
+      // Long enough for a retry of a send taken for failed (backoff 50–200 ms, then the job).
+      await new Promise((wake) => setTimeout(wake, 2000))
+      expect(forwardsOf(sink, 'evt_answered')).toBe(1)
+      const attempts = await ownDatabase.sql<Array<{ outcome: string; response_status: number | null }>>`
+        select a.outcome, a.response_status from event_attempts a
+        join inbound_events e on e.id = a.event_row_id where e.event_id = 'evt_answered' order by a.id`
+      expect(attempts).toEqual([{ outcome: 'done', response_status: 200 }])
+    } finally {
+      if (frozen) redis.thaw()
+      await service.close()
+      await redis.stop()
+      await sink.close()
+      await ownDatabase.drop()
+    }
+  }, 60_000)
 })
