@@ -25,7 +25,10 @@ let service: TestService
 beforeAll(async () => {
   sink = await startSink(() => ({ status: 200 }))
   service = await startTestService({
-    config: forwardingConfig(['api', 'cli', 'few', 'cut'], sink.url),
+    // The replay is what these tests try; forwarding its 52,000 events is most of their time, so
+    // each source forwards on its own, outside the outbound ledger. Each event is still counted
+    // at the destination: exactly once.
+    config: forwardingConfig(['api', 'cli', 'few', 'cut'], sink.url, { sourceForward: true }),
     env: { ADMIN_TOKEN },
   })
 })

@@ -34,14 +34,24 @@ export async function seedFailedEvents(sql: postgres.Sql, source: string, count:
     select inserted.id, seeded.body from inserted join seeded on inserted.event_id = ${source} || '_' || seeded.i`
 }
 
-/** One forwarding route to `url` for each source, with the fast test worker and relay. */
-export function forwardingConfig(sources: readonly string[], url: string): Config {
+/**
+ * A forward to `url` for each source, with the fast test worker and relay: a route named `sink`
+ * (through the outbound ledger), or with `sourceForward` the source's own (`handler: forward`), which
+ * writes no operation rows and costs the worker a fraction of a route's per event.
+ */
+export function forwardingConfig(
+  sources: readonly string[],
+  url: string,
+  { sourceForward = false }: { sourceForward?: boolean } = {},
+): Config {
   return buildConfig(
     {
       sources: sources.map((id) => ({
         id,
         verify: { scheme: 'standard-webhooks', secrets: [TEST_SECRET] },
-        routes: [{ id: 'sink', forward: { url } }],
+        ...(sourceForward
+          ? { handler: { type: 'forward', url } }
+          : { routes: [{ id: 'sink', forward: { url } }] }),
       })),
       // Forwarding 20,000 events is most of these tests' time: more handlers at once shorten it.
       worker: { ...FAST_WORKER, concurrency: 16 },
