@@ -108,6 +108,8 @@ export interface DrainOptions {
    * own retention pass drops what the section measures.
    */
   retentionDays?: number
+  /** retention.partitionPeriod in the processes' config (default: the config's default, a day). */
+  partitionPeriod?: 'day' | 'week'
 }
 
 /** hookledger: an api-only process takes the signed deliveries, then one worker process drains them. */
@@ -133,10 +135,13 @@ export async function hookledgerDrain(
       ],
       worker: { concurrency: options.concurrency },
       queue: { prefix },
-      // A source may not keep its events longer than their ids count as duplicates.
-      ...(options.retentionDays === undefined
-        ? {}
-        : { retention: { dedupWindowDays: Math.max(30, options.retentionDays) } }),
+      retention: {
+        // A source may not keep its events longer than their ids count as duplicates.
+        ...(options.retentionDays === undefined
+          ? {}
+          : { dedupWindowDays: Math.max(30, options.retentionDays) }),
+        ...(options.partitionPeriod === undefined ? {} : { partitionPeriod: options.partitionPeriod }),
+      },
     }),
   )
   const env = {

@@ -226,6 +226,23 @@ async function fillDay(
   }
 }
 
+/**
+ * Weekly periods (Monday to Monday, UTC, as retention.partitionPeriod "week" makes them) from the
+ * week of the day `days` before `today` up to today's period, which a new ledger has as a day: the
+ * last one ends there, part of a week.
+ */
+async function addPastWeeks(sql: postgres.Sql, today: Date, days: number): Promise<void> {
+  await sql`set timezone = 'UTC'`
+  await sql`
+    with bounds as (
+      select generate_series(date_trunc('week', ${today.toISOString()}::timestamptz - ${days} * interval '1 day'),
+                             ${today.toISOString()}::timestamptz, interval '1 week') as at
+      union
+      select ${today.toISOString()}::timestamptz),
+    weeks as (select at as starts, lead(at) over (order by at) as ends from bounds)
+    select hookledger_add_ledger_period(starts, ends) from weeks where ends is not null order by starts`
+}
+
 async function periodSuffix(sql: postgres.Sql, starts: Date): Promise<string> {
   const [row] = await sql<{ suffix: string }[]>`
     select suffix from ledger_periods where starts = ${starts.toISOString()}::timestamptz`
@@ -606,9 +623,15 @@ async function intake<T>(
   }
 }
 
-async function drain(options: ScaleOptions, database: { url: string; name: string }, label: string) {
+async function drain(
+  options: ScaleOptions,
+  database: { url: string; name: string },
+  label: string,
+  partitionPeriod: 'day' | 'week' = 'day',
+) {
   return hookledgerDrain(
     {
+      partitionPeriod,
       run: options.run,
       folder: options.folder,
       events: options.drainEvents,
@@ -637,14 +660,14 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
   const oldDays = [EXPIRED_DAY, ...youngerDays(Math.max(1, options.oldDays - 1))]
   // A queue prefix per database: a prefix belongs to one deployment (one database).
   const prefixes: string[] = []
-  const serviceConfig = (label: string) => {
+  const serviceConfig = (label: string, partitionPeriod: 'day' | 'week' = 'day') => {
     const prefix = `hl-bench-${options.run}-scale-${label}`
     prefixes.push(prefix)
     const path = join(options.folder, `scale-${label}.json`)
-    writeFileSync(path, serviceConfigText(prefix))
+    writeFileSync(path, serviceConfigText(prefix, partitionPeriod))
     return path
   }
-  const serviceConfigText = (prefix: string) =>
+  const serviceConfigText = (prefix: string, partitionPeriod: 'day' | 'week' = 'day') =>
     JSON.stringify({
       sources: [
         {
@@ -656,7 +679,7 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
       ],
       worker: { concurrency: options.systemConcurrency },
       queue: { prefix },
-      retention: { dedupWindowDays: SERVICE_RETENTION_DAYS },
+      retention: { dedupWindowDays: SERVICE_RETENTION_DAYS, partitionPeriod },
     })
   // The pass's config: the same source, kept RETENTION_DAYS days.
   const passConfig = buildConfig(
@@ -677,6 +700,7 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
   const passLoadSeconds = Math.max(options.loadSeconds, 5)
   const empty = options.database('scale_empty')
   const periods = options.database('scale_periods')
+  const weeks = options.database('scale_weeks')
   const history = options.database('scale_history')
   const old = options.database('scale_old')
   const drop = (name: string) => admin.unsafe(`drop database if exists "${name}" with (force)`)
@@ -717,6 +741,14 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
     const periodsIntake = await intake(options, serviceConfig('periods'), periods.url, options.loadSeconds)
     const periodsDrain = await drain(options, periods, 'scale-periods')
     await drop(periods.name)
+    // The same days in weekly periods (retention.partitionPeriod "week"): what fewer partitions give.
+    const weekCount = await createLedger(weeks, async (sql) => {
+      await addPastWeeks(sql, today, oldest)
+      await sql`vacuum analyze`
+    })
+    const weeksIntake = await intake(options, serviceConfig('weeks', 'week'), weeks.url, options.loadSeconds)
+    const weeksDrain = await drain(options, weeks, 'scale-weeks', 'week')
+    await drop(weeks.name)
 
     // 1. The history, by SQL.
     await admin.unsafe(`create database "${history.name}"`)
@@ -818,6 +850,7 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
     const loads = [
       ...pairs.flatMap((pair) => [pair.empty, pair.history]),
       periodsIntake,
+      weeksIntake,
       quiet,
       during,
       ...(underUnlink === undefined ? [] : [underUnlink]),
@@ -870,15 +903,15 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
       '',
       `Each of the ${pairs.length} pairs: an intake on each ledger, then a drain on each, the history first in every second pair. Figures are each measure's median pair; the ratio column lists every pair's in order.`,
       '',
-      `| measure | empty partitioned ledger (${emptyPeriodCount} periods) | empty, with the history's ${periodCount} periods (once) | ledger with the history (${periodCount} periods) | ratio history/empty: median (each pair) | target | |`,
+      `| measure | empty partitioned ledger (${emptyPeriodCount} periods) | empty, with the history's ${periodCount} periods (once) | empty, the same days in ${weekCount} weekly periods (once) | ledger with the history (${periodCount} periods) | ratio history/empty: median (each pair) | target | |`,
       '|---|---:|---:|---:|---:|---|---|',
-      `| intake, accepted/s | ${intakePair.empty.load.acceptedPerSecond.toFixed(0)} | ${periodsIntake.load.acceptedPerSecond.toFixed(0)} | ${intakePair.history.load.acceptedPerSecond.toFixed(0)} | ${intakeRatio.toFixed(2)} (${eachPair(intakeRatioOf)}) | at most 10 % lower | ${met(intakeRatio >= 0.9)} |`,
-      `| intake, p50 ms | ${intakePair.empty.load.p50} | ${periodsIntake.load.p50} | ${intakePair.history.load.p50} | ${ratio(intakePair.history.load.p50, intakePair.empty.load.p50).toFixed(2)} | | |`,
-      `| intake, p99 ms | ${p99Pair.empty.load.p99} | ${periodsIntake.load.p99} | ${p99Pair.history.load.p99} | ${p99Ratio.toFixed(2)} (${eachPair(p99RatioOf)}) | at most 10 % higher | ${met(p99Ratio <= 1.1)} |`,
-      `| intake, WAL KB per stored event (of which full-page images) | ${wal(intakePair.empty)} | – | ${wal(intakePair.history)} | | | |`,
-      `| intake, forwards done after the load, s | ${lag(intakePair.empty)} | ${lag(periodsIntake)} | ${lag(intakePair.history)} | | | |`,
-      `| drain, events/s first to last delivery | ${drainPair.emptyDrain.perSecond.toFixed(0)} | ${periodsDrain.perSecond.toFixed(0)} | ${drainPair.historyDrain.perSecond.toFixed(0)} | ${drainRatio_.toFixed(2)} (${eachPair(drainRatioOf)}) | at most 10 % lower | ${met(drainRatio_ >= 0.9)} |`,
-      `| drain, worker + PostgreSQL CPU ms/event | ${cpuLine(drainPair.emptyDrain)} | ${cpuLine(periodsDrain)} | ${cpuLine(drainPair.historyDrain)} | | | |`,
+      `| intake, accepted/s | ${intakePair.empty.load.acceptedPerSecond.toFixed(0)} | ${periodsIntake.load.acceptedPerSecond.toFixed(0)} | ${weeksIntake.load.acceptedPerSecond.toFixed(0)} | ${intakePair.history.load.acceptedPerSecond.toFixed(0)} | ${intakeRatio.toFixed(2)} (${eachPair(intakeRatioOf)}) | at most 10 % lower | ${met(intakeRatio >= 0.9)} |`,
+      `| intake, p50 ms | ${intakePair.empty.load.p50} | ${periodsIntake.load.p50} | ${weeksIntake.load.p50} | ${intakePair.history.load.p50} | ${ratio(intakePair.history.load.p50, intakePair.empty.load.p50).toFixed(2)} | | |`,
+      `| intake, p99 ms | ${p99Pair.empty.load.p99} | ${periodsIntake.load.p99} | ${weeksIntake.load.p99} | ${p99Pair.history.load.p99} | ${p99Ratio.toFixed(2)} (${eachPair(p99RatioOf)}) | at most 10 % higher | ${met(p99Ratio <= 1.1)} |`,
+      `| intake, WAL KB per stored event (of which full-page images) | ${wal(intakePair.empty)} | – | – | ${wal(intakePair.history)} | | | |`,
+      `| intake, forwards done after the load, s | ${lag(intakePair.empty)} | ${lag(periodsIntake)} | ${lag(weeksIntake)} | ${lag(intakePair.history)} | | | |`,
+      `| drain, events/s first to last delivery | ${drainPair.emptyDrain.perSecond.toFixed(0)} | ${periodsDrain.perSecond.toFixed(0)} | ${weeksDrain.perSecond.toFixed(0)} | ${drainPair.historyDrain.perSecond.toFixed(0)} | ${drainRatio_.toFixed(2)} (${eachPair(drainRatioOf)}) | at most 10 % lower | ${met(drainRatio_ >= 0.9)} |`,
+      `| drain, worker + PostgreSQL CPU ms/event | ${cpuLine(drainPair.emptyDrain)} | ${cpuLine(periodsDrain)} | ${cpuLine(weeksDrain)} | ${cpuLine(drainPair.historyDrain)} | | | |`,
       '',
       '| one retention pass, the expired day | rows removed | PostgreSQL time, s | wall s | its backend CPU s | DELETE statements | dead tuples in the ledger tables before / after | target | |',
       '|---|---|---:|---:|---:|---:|---:|---|---|',
@@ -902,7 +935,7 @@ export async function runLedgerAtScale(options: ScaleOptions): Promise<ScaleResu
     ]
     return { lines, failed }
   } finally {
-    for (const database of [empty, periods, history, old]) await drop(database.name)
+    for (const database of [empty, periods, weeks, history, old]) await drop(database.name)
     for (const prefix of prefixes) await removeQueueKeys(prefix)
   }
 }
