@@ -354,9 +354,7 @@ describe('a Redis that stops answering', () => {
     try {
       expect((await deliverSigned(service.url, 'acme', 'evt_answered')).status).toBe(200)
       // DONE is the ledger's (PostgreSQL's) alone: it needs no answer from the frozen Redis.
-      await expect
-        .poll(() => notDoneYet(ownDatabase.sql, ['evt_answered']), { timeout: 5000 })
-        .toEqual([])
+      await expect.poll(() => notDoneYet(ownDatabase.sql, ['evt_answered']), { timeout: 5000 }).toEqual([])
       expect(frozen).toBe(true)
       redis.thaw()
       frozen = false
