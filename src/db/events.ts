@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm'
 import type postgres from 'postgres'
 import type { Transaction } from './client.js'
 import type { AttemptRecord } from './event-records.js'
+import { type PeriodTable, periodTablesOf } from './period-tables.js'
 import { rowIdRange } from './row-id-range.js'
 import type { EventStatus } from './schema.js'
 
@@ -23,12 +24,15 @@ export interface EnqueuedRow {
 export async function markEnqueued(client: postgres.Sql, rows: readonly EnqueuedRow[]): Promise<void> {
   if (rows.length === 0) return
   const ids = rowIdRange(rows.map((row) => row.id))
-  await client`
-    update inbound_events e set enqueued_at = now(), job_id = i.job_id
-    -- Each array behind a subquery, so one plan serves every batch size (see claimStatement).
-    from unnest((select ${rows.map((row) => row.id)}::text[])::uuid[], (select ${rows.map((row) => row.jobId)}::text[]))
-      as i(id, job_id)
-    where e.id = i.id and e.id between ${ids.lowest}::uuid and ${ids.highest}::uuid and e.enqueued_at is null`
+  await periodTablesOf(client).run(
+    ids,
+    (tableOf) => client`
+      update ${client(tableOf('inbound_events'))} e set enqueued_at = now(), job_id = i.job_id
+      -- Each array behind a subquery, so one plan serves every batch size (see claimStatement).
+      from unnest((select ${rows.map((row) => row.id)}::text[])::uuid[], (select ${rows.map((row) => row.jobId)}::text[]))
+        as i(id, job_id)
+      where e.id = i.id and e.id between ${ids.lowest}::uuid and ${ids.highest}::uuid and e.enqueued_at is null`,
+  )
 }
 
 /**
@@ -105,7 +109,7 @@ export async function leaseEvents(
   leaseMs: number,
 ): Promise<LeaseResult[]> {
   const ids = rowIdRange(requests.map((r) => r.id))
-  const rows = await client<
+  const lease = (tableOf: (table: PeriodTable) => string) => client<
     Array<{
       id: string
       lease_token: string | null
@@ -134,12 +138,12 @@ export async function leaseEvents(
       -- serve it. A big ledger is analyzed rarely, so its statistics say almost nothing is
       -- PENDING, and the planner then reads every PENDING row of a backlog for each lease (62 ms
       -- instead of 0.8 for 30 rows, with 3,000 PENDING in a 2M-row ledger).
-      select e.id, input.token, input.job_id from inbound_events e join input on input.id = e.id
+      select e.id, input.token, input.job_id from ${client(tableOf('inbound_events'))} e join input on input.id = e.id
       where e.id between ${ids.lowest}::uuid and ${ids.highest}::uuid
         and (e.status::text = 'pending' or (e.status::text = 'processing' and e.lease_until < now()))
       for update of e skip locked),
     leased as (
-      update inbound_events e
+      update ${client(tableOf('inbound_events'))} e
       set status = 'processing', attempts = e.attempts + 1, lease_token = picked.token,
           lease_until = now() + ${leaseMs} * interval '1 millisecond',
           enqueued_at = coalesce(e.enqueued_at, now()),
@@ -153,7 +157,7 @@ export async function leaseEvents(
       -- between the batch's lowest and highest id instead: a relay's or a retry's batch may span
       -- hours of them.
       select l.*,
-             (select p.body from inbound_event_payloads p
+             (select p.body from ${client(tableOf('inbound_event_payloads'))} p
               where p.event_row_id = l.id
                 and p.event_row_id between ${ids.lowest}::uuid and ${ids.highest}::uuid) as body
       from leased l)
@@ -163,9 +167,10 @@ export async function leaseEvents(
     union all
     select e.id, e.lease_token, false, e.source, e.event_id, null, null, null, e.attempts, e.received_at,
            e.status, e.lease_until, null
-    from inbound_events e
+    from ${client(tableOf('inbound_events'))} e
     where e.id = any((select ${requests.map((r) => r.id)}::text[])::uuid[]) and e.id not in (select id from leased)
       and e.id between ${ids.lowest}::uuid and ${ids.highest}::uuid`
+  const rows = await periodTablesOf(client).run(ids, lease)
   const leasedByToken = new Map(rows.filter((row) => row.leased).map((row) => [row.lease_token, row]))
   const byId = new Map(rows.map((row) => [row.id, row]))
   return requests.map((request): LeaseResult => {

@@ -4,6 +4,7 @@ import type { DoneRecord } from './event-records.js'
 import { insertAudit } from './operation-audit.js'
 import { type OperationRow, toOperation } from './operation-rows.js'
 import type { EffectClass } from './outbound-schema.js'
+import { type PeriodTable, periodTablesOf } from './period-tables.js'
 import { rowIdRange } from './row-id-range.js'
 
 // The statements every forwarded event makes, in the form many callers share, one statement each for
@@ -141,7 +142,9 @@ async function settle(sql: postgres.Sql, settlements: readonly Settlement[]): Pr
       return found === undefined || found === null ? null : String(found)
     })
   const events = rowIdRange(settlements.map((settlement) => settlement.done?.id))
-  const rows = await sql<Array<{ position: string; kind: 'completed' | 'done' }>>`
+  const statement = (tableOf: (table: PeriodTable) => string) => sql<
+    Array<{ position: string; kind: 'completed' | 'done' }>
+  >`
     with input as (
       -- Every array travels as text[] (postgres-js serialises those, nulls included, reliably) and is
       -- cast here; each behind a subquery, so one plan serves every batch size (see claimStatement).
@@ -178,7 +181,7 @@ async function settle(sql: postgres.Sql, settlements: readonly Settlement[]): Pr
         from completed order by position`,
       )}),
     done as (
-      update inbound_events e
+      update ${sql(tableOf('inbound_events'))} e
       set status = 'done', processed_at = i.finished_at, last_error = null, lease_token = null,
           lease_until = null, next_attempt_at = null, updated_at = now()
       from input i
@@ -194,6 +197,7 @@ async function settle(sql: postgres.Sql, settlements: readonly Settlement[]): Pr
     select position::text, 'completed' as kind from completed
     union all
     select position::text, 'done' from done`
+  const rows = await periodTablesOf(sql).run(events, statement)
   const completed = new Set(rows.filter((row) => row.kind === 'completed').map((row) => Number(row.position)))
   const done = new Set(rows.filter((row) => row.kind === 'done').map((row) => Number(row.position)))
   // with ordinality counts from 1

@@ -2,11 +2,11 @@ import { randomUUID } from 'node:crypto'
 import type postgres from 'postgres'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { leaseEvents, markEnqueued, markRequeued } from '../../src/db/events.js'
-import { ledgerPeriodsHeld } from '../../src/db/ledger-periods.js'
+import { dropPeriod, ledgerPeriodsHeld } from '../../src/db/ledger-periods.js'
 import { operationBatches } from '../../src/db/operation-batches.js'
 import { rowIdRange } from '../../src/db/row-id-range.js'
 import { createTestDatabase, type TestDatabase } from '../support/database.js'
-import { addPastDays } from '../support/periods.js'
+import { addPastDays, addPastPeriods } from '../support/periods.js'
 import { claimedEventIds } from '../support/stored-events.js'
 
 // The worker's batched statements join the ledger to arrays of row ids. Bounded by the lowest and
@@ -134,6 +134,58 @@ describe('the worker statements on their generic plans', () => {
       await connection`rollback`
       connection.release()
     }
+  })
+})
+
+describe('the lease names the partitions of its batch’s period (period-tables.ts)', () => {
+  /** The periods of inbound_events whose partitions `work` locked on a connection of generic plans. */
+  async function lockedOnGenericPlans(
+    work: (connection: postgres.Sql) => Promise<unknown>,
+  ): Promise<string[]> {
+    const connection = await database.genericPlans.reserve()
+    try {
+      await connection`begin`
+      await work(connection)
+      const rows = await connection<Array<{ suffix: string }>>`
+        select distinct substring(c.relname from '^inbound_events_([0-9]+)$') as suffix
+        from pg_locks l join pg_class c on c.oid = l.relation
+        where l.pid = pg_backend_pid() and c.relname ~ '^inbound_events_[0-9]+$'
+        order by 1`
+      return rows.map((row) => row.suffix)
+    } finally {
+      await connection`rollback`
+      connection.release()
+    }
+  }
+
+  it('on its generic plan it locks that period’s partitions only, where a statement on the parent locks every one', async () => {
+    const ids = await claimedEventIds(database.sql, 20)
+    const requests = ids.map((id) => ({ id, token: randomUUID(), jobId: `evt-${id}` }))
+    expect(await lockedOnGenericPlans((connection) => leaseEvents(connection, requests, 60_000))).toEqual(
+      await today(),
+    )
+    expect(await lockedOnGenericPlans((connection) => markEnqueued(connection, requests))).toEqual(
+      await today(),
+    )
+    // markRequeued (the relay's, rare) still names the parent: on a generic plan that locks them all.
+    expect(
+      (await lockedOnGenericPlans((connection) => markRequeued(connection, requests))).length,
+    ).toBeGreaterThan(PAST_DAYS)
+    // And it leases as the statement on the parent did.
+    const leased = await leaseEvents(database.sql, requests, 60_000)
+    expect(leased.map((result) => result.kind)).toEqual(ids.map(() => 'leased'))
+  })
+
+  it('a period dropped since the periods were read: the lease runs again on the parents', async () => {
+    const [dropped] = await addPastPeriods(database.sql, { daysAgo: [3] })
+    const [row] = await database.sql<Array<{ id: string }>>`
+      select hookledger_uuid_v7(now() - interval '3 days')::text as id`
+    const lease = () =>
+      leaseEvents(database.sql, [{ id: String(row?.id), token: randomUUID(), jobId: 'evt-gone' }], 60_000)
+    // The pool reads the periods with that one still there: the lease of an id in it names its partitions.
+    expect(await lease()).toEqual([{ kind: 'missing' }])
+    expect(await dropPeriod(database.sql, dropped)).toMatchObject({ dropped: true })
+    expect(await lease()).toEqual([{ kind: 'missing' }])
   })
 })
 
